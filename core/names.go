@@ -59,7 +59,7 @@ const (
 )
 
 // validateHeaders applies the reserved-prefix rule and the size limits.
-func validateHeaders(cfg *Config, headers []Header) error {
+func validateHeaders(cfg *Config, headers []Header) *Error {
 	if len(headers) > cfg.HeaderCountMax {
 		return ErrHeadersTooLarge
 	}

@@ -80,7 +80,6 @@ func NewPartition(cfg Config) (*Partition, error) {
 	p := &Partition{
 		cfg:        cfg,
 		settings:   QueueSettings{MaxRetries: cfg.MaxRetriesDefault},
-		lastEpoch:  cfg.Epoch,
 		nextTag:    1,
 		store:      newMessageStore(),
 		dlqTargets: make(map[uint64]DLQTarget),
@@ -169,7 +168,7 @@ func (p *Partition) onPersisted(in *Persisted) {
 func (p *Partition) onDeclare(in *Declare) {
 	next, err := resolveSettings(&p.cfg, p.settings, in)
 	if err != nil {
-		p.replyError(in.Ref, err.(*Error), 0)
+		p.replyError(in.Ref, err, 0)
 		return
 	}
 	p.appendEntry(Entry{Kind: EntryDeclare, Settings: &next})
@@ -181,7 +180,7 @@ func (p *Partition) onSetGlobalDLQ(in *SetGlobalDLQ) {
 	if in.Target != nil {
 		t := DLQTarget{Topic: in.Target.Topic, Group: NormalizeGroup(in.Target.Group)}
 		if err := validateTarget(&p.cfg, t); err != nil {
-			p.replyError(in.Ref, err.(*Error), 0)
+			p.replyError(in.Ref, err, 0)
 			return
 		}
 		target = &t
@@ -208,7 +207,7 @@ func (p *Partition) onPublish(in *Publish) {
 		return
 	}
 	if err := validateHeaders(&p.cfg, body.Headers); err != nil {
-		p.replyError(in.Ref, err.(*Error), 0)
+		p.replyError(in.Ref, err, 0)
 		return
 	}
 	body.ReceivedMs = p.nowMs

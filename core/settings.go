@@ -60,7 +60,7 @@ func (r DLQReason) String() string {
 
 // resolveSettings merges a declare's present fields over the current settings
 // ("absent means the existing setting", PROTOCOL.md §5.12).
-func resolveSettings(cfg *Config, current QueueSettings, in *Declare) (QueueSettings, error) {
+func resolveSettings(cfg *Config, current QueueSettings, in *Declare) (QueueSettings, *Error) {
 	next := current
 	if in.DLQ != nil {
 		switch in.DLQ.Kind {
@@ -90,7 +90,7 @@ func resolveSettings(cfg *Config, current QueueSettings, in *Declare) (QueueSett
 
 // validateTarget checks a dead-letter target's names and refuses the queue
 // itself, which would loop forever.
-func validateTarget(cfg *Config, target DLQTarget) error {
+func validateTarget(cfg *Config, target DLQTarget) *Error {
 	if ValidateName(target.Topic) != nil {
 		return ErrInvalidName
 	}
