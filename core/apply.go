@@ -23,33 +23,35 @@ func (p *Partition) apply(e *Entry) {
 	case EntryLease, EntryAutoAck:
 		p.applyTake(e)
 	case EntryAck:
-		m := p.mustGet(e.Offset, stateInflight, "acked message is inflight")
-		_ = m
-		p.store.remove(e.Offset)
+		p.mustGet(e.Offset, stateInflight, "acked message is inflight")
+		p.timed--
+		p.settleMessage(e.Offset)
 	case EntryRequeue:
 		m := p.mustGet(e.Offset, stateInflight, "requeued message is inflight")
 		assertTrue(e.Retries == m.retries+1, "a requeue counts one attempt")
 		m.retries, m.tag, m.subID = e.Retries, 0, 0
+		p.timed--
 		p.makeReadyOrDelayed(e.Offset, m, e.AtMs)
 	case EntryRelease:
 		m := p.mustGet(e.Offset, stateDelayed, "released message is delayed")
+		p.timed--
 		p.makeReadyOrDelayed(e.Offset, m, 0)
 	case EntryDeadLetter:
 		m := p.store.get(e.Offset)
 		assertTrue(m != nil && m.state != statePendingDLQ, "dead-lettered message is live and not yet pending")
-		p.leaveReady(m)
+		p.leaveState(m)
 		m.state, m.reason, m.tag, m.subID = statePendingDLQ, DLQReason(e.Cause), 0, 0
 		m.dueMs = e.AtMs // dead-lettered at, for the stroma.dlq header
 		p.dlqTargets[e.Offset] = *e.Target
 	case EntryDiscard:
 		m := p.store.get(e.Offset)
 		assertTrue(m != nil && m.state != statePendingDLQ, "discarded message is live and not pending")
-		p.leaveReady(m)
-		p.store.remove(e.Offset)
+		p.leaveState(m)
+		p.settleMessage(e.Offset)
 	case EntryDeadLettered:
 		p.mustGet(e.Offset, statePendingDLQ, "dead-letter completion for a pending message")
 		delete(p.dlqTargets, e.Offset)
-		p.store.remove(e.Offset)
+		p.settleMessage(e.Offset)
 	default:
 		panic("fibril/core invariant violated: applying an unknown entry kind")
 	}
@@ -57,7 +59,7 @@ func (p *Partition) apply(e *Entry) {
 
 func (p *Partition) mustGet(offset uint64, state msgState, why string) *message {
 	m := p.store.get(offset)
-	assertTrue(m != nil, why+" (message is live)")
+	assertTrue(m != nil, why)
 	assertTrue(m.state == state, why)
 	return m
 }
@@ -68,11 +70,13 @@ func (p *Partition) applyPublish(e *Entry) {
 	m := p.store.insert(e.Offset, e.Body)
 	m.expiresAtMs = e.ExpiresAtMs
 	if m.expiresAtMs != 0 {
-		p.ttls.push(timer{atMs: m.expiresAtMs, offset: e.Offset})
+		p.withTTL++
+		p.pushTTL(timer{atMs: m.expiresAtMs, offset: e.Offset})
 	}
 	if e.AtMs != 0 {
 		m.state, m.dueMs = stateDelayed, e.AtMs
-		p.timers.push(timer{atMs: e.AtMs, offset: e.Offset})
+		p.timed++
+		p.pushTimer(timer{atMs: e.AtMs, offset: e.Offset})
 		return
 	}
 	m.state = stateReady
@@ -92,17 +96,19 @@ func (p *Partition) applyTake(e *Entry) {
 		p.nextTag = e.Tag + 1
 	}
 	if e.Kind == EntryAutoAck {
-		p.store.remove(offset)
+		p.settleMessage(offset)
 		return
 	}
 	m.state, m.tag, m.dueMs = stateInflight, e.Tag, e.AtMs
-	p.timers.push(timer{atMs: e.AtMs, offset: offset})
+	p.timed++
+	p.pushTimer(timer{atMs: e.AtMs, offset: offset})
 }
 
 func (p *Partition) makeReadyOrDelayed(offset uint64, m *message, notBeforeMs int64) {
 	if notBeforeMs != 0 {
 		m.state, m.dueMs = stateDelayed, notBeforeMs
-		p.timers.push(timer{atMs: notBeforeMs, offset: offset})
+		p.timed++
+		p.pushTimer(timer{atMs: notBeforeMs, offset: offset})
 		return
 	}
 	m.state, m.dueMs = stateReady, 0
@@ -110,12 +116,62 @@ func (p *Partition) makeReadyOrDelayed(offset uint64, m *message, notBeforeMs in
 	p.readyCount++
 }
 
-// leaveReady keeps readyCount true when a ready message is dead-lettered or
-// discarded; its stale entry in fresh or requeued is skipped when it surfaces.
-func (p *Partition) leaveReady(m *message) {
-	if m.state == stateReady {
+// leaveState keeps the counts true when a message is dead-lettered or
+// discarded from any state; its stale index entries are skipped when they
+// surface.
+func (p *Partition) leaveState(m *message) {
+	switch m.state {
+	case stateReady:
 		p.readyCount--
+	case stateInflight, stateDelayed:
+		p.timed--
 	}
+}
+
+// settleMessage removes a message for good.
+func (p *Partition) settleMessage(offset uint64) {
+	if m := p.store.get(offset); m.expiresAtMs != 0 {
+		p.withTTL--
+	}
+	p.store.remove(offset)
+}
+
+// Timer heaps are cleaned lazily: an acked lease leaves its entry behind until
+// its deadline. So that a fast queue does not hold LeaseMs worth of dead
+// entries, a heap is compacted once dead entries outnumber live ones by far.
+const timerCompactionSlack = 1024
+
+func (p *Partition) pushTimer(t timer) {
+	p.timers.push(t)
+	if len(p.timers) > 2*p.timed+timerCompactionSlack {
+		p.timers = compactTimers(p.timers, func(t timer) bool {
+			m := p.store.get(t.offset)
+			return m != nil && m.dueMs == t.atMs && (m.state == stateInflight || m.state == stateDelayed)
+		})
+	}
+}
+
+func (p *Partition) pushTTL(t timer) {
+	p.ttls.push(t)
+	if len(p.ttls) > 2*p.withTTL+timerCompactionSlack {
+		p.ttls = compactTimers(p.ttls, func(t timer) bool {
+			m := p.store.get(t.offset)
+			return m != nil && m.expiresAtMs == t.atMs
+		})
+	}
+}
+
+// compactTimers keeps the live entries and restores the heap order.
+func compactTimers(h timerHeap, live func(timer) bool) timerHeap {
+	kept := h[:0]
+	for _, t := range h {
+		if live(t) {
+			kept = append(kept, t)
+		}
+	}
+	clear(h[len(kept):])
+	kept.heapify()
+	return kept
 }
 
 // peekLowestReady returns the lowest ready offset, dropping stale entries

@@ -130,20 +130,31 @@ func (h *timerHeap) pop() timer {
 	last := len(s) - 1
 	s[0] = s[last]
 	s = s[:last]
-	for i := 0; ; {
+	s.siftDown(0)
+	*h = s
+	return x
+}
+
+func (h timerHeap) siftDown(i int) {
+	for {
 		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(s) && s[l].before(s[m]) {
+		if l < len(h) && h[l].before(h[m]) {
 			m = l
 		}
-		if r < len(s) && s[r].before(s[m]) {
+		if r < len(h) && h[r].before(h[m]) {
 			m = r
 		}
 		if m == i {
-			break
+			return
 		}
-		s[m], s[i] = s[i], s[m]
+		h[m], h[i] = h[i], h[m]
 		i = m
 	}
-	*h = s
-	return x
+}
+
+// heapify restores heap order over arbitrary contents in O(n).
+func (h timerHeap) heapify() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.siftDown(i)
+	}
 }

@@ -36,6 +36,18 @@ func (p *Partition) CheckInvariants() error {
 	if counts[stateReady] != p.readyCount {
 		return fmt.Errorf("ready count %d, but %d messages are ready", p.readyCount, counts[stateReady])
 	}
+	if p.timed != counts[stateInflight]+counts[stateDelayed] {
+		return fmt.Errorf("timed count %d, but %d messages are inflight or delayed", p.timed, counts[stateInflight]+counts[stateDelayed])
+	}
+	withTTL := 0
+	p.store.forEach(func(_ uint64, m *message) {
+		if m.expiresAtMs != 0 {
+			withTTL++
+		}
+	})
+	if withTTL != p.withTTL {
+		return fmt.Errorf("TTL count %d, but %d live messages have a TTL", p.withTTL, withTTL)
+	}
 	if len(p.dlqTargets) != counts[statePendingDLQ] {
 		return fmt.Errorf("%d dead-letter targets for %d pending messages", len(p.dlqTargets), counts[statePendingDLQ])
 	}

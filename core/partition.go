@@ -29,6 +29,8 @@ type Partition struct {
 	fresh      offsetQueue // ready offsets in increasing order (fresh publishes)
 	requeued   offsetHeap  // ready offsets that came back (retries, releases)
 	readyCount int
+	timed      int       // messages inflight or delayed: live entries of timers
+	withTTL    int       // live messages with a TTL: live entries of ttls
 	timers     timerHeap // lease deadlines and delays
 	ttls       timerHeap // TTL deadlines
 	dlqTargets map[uint64]DLQTarget

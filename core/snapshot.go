@@ -135,13 +135,15 @@ func (p *Partition) restoreSnapshot(b []byte) error {
 // Snapshots list messages in offset order, so fresh stays sorted.
 func (p *Partition) indexRestored(offset uint64, m *message) {
 	if m.expiresAtMs != 0 {
-		p.ttls.push(timer{atMs: m.expiresAtMs, offset: offset})
+		p.withTTL++
+		p.pushTTL(timer{atMs: m.expiresAtMs, offset: offset})
 	}
 	switch m.state {
 	case stateReady:
 		p.fresh.push(offset)
 		p.readyCount++
 	case stateDelayed, stateInflight:
-		p.timers.push(timer{atMs: m.dueMs, offset: offset})
+		p.timed++
+		p.pushTimer(timer{atMs: m.dueMs, offset: offset})
 	}
 }

@@ -1,0 +1,5 @@
+package core
+
+import "unsafe"
+
+func unsafeSizeofBody() uintptr { return unsafe.Sizeof(Body{}) }
