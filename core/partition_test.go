@@ -760,3 +760,19 @@ func TestExpirySweepIsBounded(t *testing.T) {
 		t.Fatalf("a cut-short sweep must ask to be woken now, got %d", h.lastWake)
 	}
 }
+
+// TestExpiredNeverDeliveredEvenWhenTheSweepIsCutShort: the TTL sweep is
+// bounded, so dispatch itself must refuse expired messages it reaches.
+func TestExpiredNeverDeliveredEvenWhenTheSweepIsCutShort(t *testing.T) {
+	cfg := DefaultConfig(QueueID{Topic: "t"})
+	cfg.ExpiryBatchMax = 1
+	h := newHarnessWith(t, cfg)
+	for i := 0; i < 5; i++ {
+		h.publishWith(&Publish{Body: &Body{}, HasTTL: true, TTLMs: 100})
+	}
+	h.now += 100
+	h.subscribe(1, 10, false)
+	if d := h.takeDeliveries(); len(d) != 0 {
+		t.Fatalf("delivered %d expired messages", len(d))
+	}
+}
