@@ -46,6 +46,10 @@ type Publish struct {
 	HasTTL      bool
 	TTLMs       int64
 	NotBeforeMs int64
+	// System marks the broker's own publishes (dead-letter copies, which carry
+	// stroma.dlq.* headers); only they may set reserved headers. Never set it
+	// from a client request.
+	System bool
 }
 
 // Subscribe opens subscription SubID (allocated by the driver, unique per

@@ -58,14 +58,15 @@ const (
 	HeaderDLQDeadLetteredAtMs = "stroma.dlq.dead_lettered_at_ms"
 )
 
-// validateHeaders applies the reserved-prefix rule and the size limits.
-func validateHeaders(cfg *Config, headers []Header) *Error {
+// validateHeaders applies the reserved-prefix rule (except to the broker's own
+// system publishes) and the size limits.
+func validateHeaders(cfg *Config, headers []Header, system bool) *Error {
 	if len(headers) > cfg.HeaderCountMax {
 		return ErrHeadersTooLarge
 	}
 	bytes := 0
 	for i := range headers {
-		if IsReservedHeader(headers[i].Key) {
+		if !system && IsReservedHeader(headers[i].Key) {
 			return ErrReservedHeader
 		}
 		bytes += len(headers[i].Key) + len(headers[i].Value)

@@ -208,7 +208,7 @@ func (p *Partition) onPublish(in *Publish) {
 		p.replyError(in.Ref, ErrStorageBehind, 0)
 		return
 	}
-	if err := validateHeaders(&p.cfg, body.Headers); err != nil {
+	if err := validateHeaders(&p.cfg, body.Headers, in.System); err != nil {
 		p.replyError(in.Ref, err, 0)
 		return
 	}

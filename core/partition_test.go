@@ -776,3 +776,23 @@ func TestExpiredNeverDeliveredEvenWhenTheSweepIsCutShort(t *testing.T) {
 		t.Fatalf("delivered %d expired messages", len(d))
 	}
 }
+
+// TestDeadLetterCopyCanBeStoredInItsTarget: the copy carries stroma.dlq.*
+// headers, which only a system publish may set.
+func TestDeadLetterCopyCanBeStoredInItsTarget(t *testing.T) {
+	h := newHarness(t)
+	declare(h, &DLQPolicy{Kind: DLQCustom, Target: DLQTarget{Topic: "orders-dlq"}}, nil, nil)
+	h.subscribe(1, 1, false)
+	h.publish("a")
+	h.nack(1, false, 0, h.takeDeliveries()[0].Tag)
+	copyBody := h.deadLetters[0].Body
+	target := newHarnessWith(t, DefaultConfig(QueueID{Topic: "orders-dlq"}))
+	target.publishWith(&Publish{Confirm: true, Body: copyBody})
+	if errs := target.errorsOf(target.takeReplies()); len(errs) != 1 || errs[0] != ErrReservedHeader {
+		t.Fatalf("a client publish with the copy's headers must be refused: %v", errs)
+	}
+	target.publishWith(&Publish{Confirm: true, Body: copyBody, System: true})
+	if r := target.takeReplies(); len(r) != 1 || r[0].Kind != ReplyPublished {
+		t.Fatalf("the system publish of a dead-letter copy: %+v", r)
+	}
+}

@@ -1,0 +1,145 @@
+package client
+
+// Deliveries and their settlement (PROTOCOL §5.8-5.10).
+//
+// Invariants:
+//   - An ACK or NACK reuses the DELIVER's request id (§5.8) and echoes its topic,
+//     group and partition exactly as delivered.
+//   - A delivery is settled at most once by this client; a settlement that could
+//     not be queued leaves it unsettled so the caller may try again.
+//   - A delivery from a connection that has ended is stale: settling it sends
+//     nothing and returns ErrStaleDelivery (the broker redelivers the message).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/fibril-go/fibril/transport/wire"
+)
+
+// Delivery is one message handed to a subscription.
+type Delivery struct {
+	Topic     string
+	Group     string // "" for the default namespace
+	Partition uint32
+	Offset    uint64 // offset in the partition log
+	Tag       uint64 // delivery tag: settles this attempt only
+	// Retries is how often the message was retried before this delivery, from the
+	// broker's fibril.retries header (0 on a first delivery).
+	Retries     uint32
+	Headers     map[string]string // user headers plus broker system headers
+	ContentType string            // MIME type; "" when none was set
+	Payload     []byte
+	PublishedAt time.Time // the producer's clock at publish
+	ReceivedAt  time.Time // the broker's clock when it received the publish
+
+	eng       *engine
+	requestID uint64                // the DELIVER's id, reused by the settlement
+	groupWire wire.Optional[string] // the group exactly as delivered
+	autoAck   bool
+	settled   atomic.Bool
+}
+
+func newDelivery(e *engine, sub *Subscription, requestID uint64, d wire.Deliver) *Delivery {
+	headers := make(map[string]string, len(d.Headers))
+	for _, kv := range d.Headers {
+		headers[kv.Key] = kv.Value // last wins, as the broker stores them
+	}
+	var retries uint32
+	if v, ok := headers[wire.HeaderRetries]; ok {
+		if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+			retries = uint32(n)
+		}
+	}
+	contentType, _ := d.ContentType.MIME()
+	return &Delivery{
+		Topic:       d.Topic,
+		Group:       d.Group.Or(""),
+		Partition:   d.Partition,
+		Offset:      d.Offset,
+		Tag:         d.DeliveryTag,
+		Retries:     retries,
+		Headers:     headers,
+		ContentType: contentType,
+		Payload:     d.Payload,
+		PublishedAt: time.UnixMilli(int64(d.PublishedMs)),
+		ReceivedAt:  time.UnixMilli(int64(d.PublishReceivedMs)),
+		eng:         e,
+		requestID:   requestID,
+		groupWire:   d.Group,
+		autoAck:     sub.autoAck,
+	}
+}
+
+// Complete acknowledges the delivery: the message is settled for good (ACK).
+func (d *Delivery) Complete(ctx context.Context) error {
+	return d.settle(ctx, wire.OpAck, wire.Ack{
+		Topic: d.Topic, Group: d.groupWire, Partition: d.Partition, Tags: []uint64{d.Tag},
+	})
+}
+
+// Retry returns the message to the queue now, counting a retry (NACK requeue).
+// Past the queue's retry budget it is dead-lettered instead.
+func (d *Delivery) Retry(ctx context.Context) error {
+	return d.settle(ctx, wire.OpNack, d.nack(true, wire.Optional[uint64]{}))
+}
+
+// RetryAfter returns the message to the queue, invisible for delay (NACK requeue
+// with not_before = now + delay). It counts as a retry.
+func (d *Delivery) RetryAfter(ctx context.Context, delay time.Duration) error {
+	notBeforeMs := time.Now().Add(max(delay, 0)).UnixMilli()
+	return d.settle(ctx, wire.OpNack, d.nack(true, wire.Some(uint64(notBeforeMs))))
+}
+
+// Fail settles the message as failed: it follows the queue's dead-letter policy
+// at once (NACK without requeue).
+func (d *Delivery) Fail(ctx context.Context) error {
+	return d.settle(ctx, wire.OpNack, d.nack(false, wire.Optional[uint64]{}))
+}
+
+func (d *Delivery) nack(requeue bool, notBeforeMs wire.Optional[uint64]) wire.Nack {
+	return wire.Nack{
+		Topic: d.Topic, Group: d.groupWire, Partition: d.Partition, Tags: []uint64{d.Tag},
+		Requeue: requeue, NotBeforeMs: notBeforeMs,
+	}
+}
+
+func (d *Delivery) settle(ctx context.Context, op wire.Opcode, body wire.Body) error {
+	if d.autoAck {
+		return ErrAutoAck
+	}
+	if d.eng.isClosed() {
+		return ErrStaleDelivery
+	}
+	if !d.settled.CompareAndSwap(false, true) {
+		return ErrAlreadySettled
+	}
+	if err := d.eng.send(ctx, op, d.requestID, body); err != nil {
+		d.settled.Store(false)
+		if errors.Is(err, ErrConnectionLost) {
+			return fmt.Errorf("%w (%w)", ErrStaleDelivery, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// Text returns the payload as a string.
+func (d *Delivery) Text() string { return string(d.Payload) }
+
+// DecodeJSON unmarshals the payload into v.
+func (d *Delivery) DecodeJSON(v any) error {
+	if err := json.Unmarshal(d.Payload, v); err != nil {
+		contentType := d.ContentType
+		if contentType == "" {
+			contentType = "no content type"
+		}
+		return fmt.Errorf("failed to deserialize payload (%s) as JSON: %w", contentType, err)
+	}
+	return nil
+}

@@ -1,0 +1,261 @@
+package client
+
+// Queue subscriptions: one SUBSCRIBE per partition, fanned into one channel
+// (PROTOCOL §5.6-5.8, §5.24, §7.11).
+//
+// Invariants:
+//   - A partition's sub id is registered on the reader goroutine while it handles
+//     SUBSCRIBE_OK, before it reads the next frame, so no DELIVER that follows the
+//     reply is dropped as unknown (§5.6 ordering rule).
+//   - The deliveries channel is closed exactly once, under sendMu, after done is
+//     closed; the reader sends only under sendMu and gives up when done or the
+//     engine closes, so it never sends on a closed channel nor blocks forever.
+//   - A closed subscription registers no further partitions (detached, under the
+//     engine's mu).
+//   - There is no UNSUBSCRIBE opcode: Close stops delivery locally; the broker keeps
+//     the server-side subscription until the connection ends, and unsettled or
+//     later deliveries return to the queue when their lease expires.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fibril-go/fibril/transport/wire"
+)
+
+// ReasonCode is a typed close reason (PROTOCOL §7.9).
+type ReasonCode = wire.ReasonCode
+
+// Close reasons a broker sends in SUBSCRIPTION_CLOSED.
+const (
+	ReasonUnspecified    = wire.ReasonUnspecified
+	ReasonTopicDeleted   = wire.ReasonTopicDeleted
+	ReasonOwnerMoved     = wire.ReasonOwnerMoved
+	ReasonBrokerShutdown = wire.ReasonBrokerShutdown
+	ReasonCohortRemoved  = wire.ReasonCohortRemoved
+	ReasonLagged         = wire.ReasonLagged
+	ReasonServerError    = wire.ReasonServerError
+)
+
+// SubscribeOptions configure SubscribeTopic.
+type SubscribeOptions struct {
+	// Group is the queue namespace ("" and "default" are the default).
+	Group string
+	// Prefetch is the most unsettled deliveries per partition; 0 means 1.
+	Prefetch uint32
+	// AutoAck makes the broker settle each delivery as it sends it.
+	AutoAck bool
+}
+
+type partitionSub struct {
+	subID     uint64
+	partition uint32
+	sub       *Subscription
+}
+
+// Subscription fans the deliveries of every partition of a queue into one
+// channel.
+type Subscription struct {
+	topic    string
+	group    string
+	autoAck  bool
+	prefetch uint32
+	eng      *engine
+
+	deliveries chan *Delivery
+
+	parts    []*partitionSub // guarded by eng.mu
+	detached bool            // guarded by eng.mu
+
+	sendMu     sync.Mutex
+	sendClosed bool // guarded by sendMu
+
+	done      chan struct{}
+	closeOnce sync.Once
+	reason    error // set before done is closed
+}
+
+// SubscribeTopic subscribes to every partition of topic (one SUBSCRIBE each,
+// counts from the topology) and returns once all are confirmed.
+func (c *Client) SubscribeTopic(ctx context.Context, topic string, opts SubscribeOptions) (*Subscription, error) {
+	key, err := queueKey(topic, opts.Group)
+	if err != nil {
+		return nil, err
+	}
+	prefetch := max(opts.Prefetch, 1)
+	eng, err := c.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	count, err := c.partitionCount(ctx, eng, key)
+	if err != nil {
+		return nil, err
+	}
+	// Room for every delivery the broker may have outstanding, so the reader never
+	// waits on a consumer that settles in time (auto-ack has no such bound).
+	bufferSize := min(uint64(prefetch)*uint64(count), deliveryBufferMax)
+	sub := &Subscription{
+		topic:      key.topic,
+		group:      key.group,
+		autoAck:    opts.AutoAck,
+		prefetch:   prefetch,
+		eng:        eng,
+		deliveries: make(chan *Delivery, bufferSize),
+		done:       make(chan struct{}),
+	}
+	calls := make([]*call, 0, count)
+	for partition := range count {
+		req := wire.Subscribe{
+			Topic: key.topic, Partition: partition, Group: groupOpt(key.group),
+			Prefetch: prefetch, AutoAck: opts.AutoAck,
+		}
+		call, err := eng.startRequest(ctx, wire.OpSubscribe, req, sub.registerOnReply(partition))
+		if err != nil {
+			sub.closeWith(err)
+			return nil, err
+		}
+		calls = append(calls, call)
+	}
+	for _, call := range calls {
+		if err := sub.awaitSubscribed(ctx, call); err != nil {
+			sub.closeWith(err)
+			return nil, err
+		}
+	}
+	return sub, nil
+}
+
+// registerOnReply runs on the reader goroutine when a SUBSCRIBE is answered.
+func (s *Subscription) registerOnReply(partition uint32) func(reply) {
+	return func(r reply) {
+		ok, isOk := r.body.(wire.SubscribeOk)
+		if !isOk {
+			return
+		}
+		s.eng.mu.Lock()
+		defer s.eng.mu.Unlock()
+		if s.detached {
+			return // a late reply for a subscription that already failed or closed
+		}
+		part := &partitionSub{subID: ok.SubID, partition: partition, sub: s}
+		s.eng.subs[ok.SubID] = part
+		s.parts = append(s.parts, part)
+	}
+}
+
+func (s *Subscription) awaitSubscribed(ctx context.Context, c *call) error {
+	r, err := s.eng.await(ctx, c)
+	if err != nil {
+		return err
+	}
+	switch body := r.body.(type) {
+	case wire.SubscribeOk:
+		return nil
+	case wire.ErrorBody:
+		return brokerError(r.op, body)
+	case wire.Redirect:
+		return &RedirectError{Topic: body.Topic, Partition: body.Partition, Owners: endpointAddrs(body.OwnerEndpoints)}
+	}
+	return fmt.Errorf("%w: %s in reply to SUBSCRIBE", ErrProtocol, r.op)
+}
+
+// Deliveries is the channel of deliveries from every partition. It is closed when
+// the subscription ends; CloseReason then says why.
+func (s *Subscription) Deliveries() <-chan *Delivery { return s.deliveries }
+
+// Topic returns the subscribed topic.
+func (s *Subscription) Topic() string { return s.topic }
+
+// Close stops delivery to this subscription and closes the channel. The protocol
+// has no unsubscribe frame: the broker keeps the subscription until the
+// connection ends, and what it has delivered but nobody settled returns to the
+// queue when the lease expires.
+func (s *Subscription) Close() error {
+	s.closeWith(ErrSubscriptionClosed)
+	return nil
+}
+
+// CloseReason is nil while the subscription is open. Afterwards it is a
+// *SubscriptionClosedError when the broker ended it, ErrSubscriptionClosed after
+// Close, or the connection error that ended it.
+func (s *Subscription) CloseReason() error {
+	select {
+	case <-s.done:
+		return s.reason
+	default:
+		return nil
+	}
+}
+
+// closeWith ends the subscription once: unregister, wake the reader, close the
+// channel.
+func (s *Subscription) closeWith(reason error) {
+	s.closeOnce.Do(func() {
+		s.reason = reason
+		s.eng.mu.Lock()
+		s.detached = true
+		for _, part := range s.parts {
+			if s.eng.subs[part.subID] == part {
+				delete(s.eng.subs, part.subID)
+			}
+		}
+		s.eng.mu.Unlock()
+		close(s.done)
+		s.sendMu.Lock()
+		s.sendClosed = true
+		close(s.deliveries)
+		s.sendMu.Unlock()
+	})
+}
+
+// push hands a delivery to the application, waiting while the channel is full
+// (backpressure on the connection) unless the subscription or engine closes.
+func (s *Subscription) push(d *Delivery) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.sendClosed {
+		return
+	}
+	select {
+	case s.deliveries <- d:
+		return
+	default:
+	}
+	e := s.eng
+	e.deliveringBlocked.Store(true)
+	select {
+	case s.deliveries <- d:
+	case <-s.done:
+	case <-e.closed:
+	}
+	e.deliveringBlocked.Store(false)
+	// The wait was ours, not the broker's silence.
+	e.lastReceivedNanos.Store(time.Now().UnixNano())
+}
+
+// onDeliver routes a DELIVER to its subscription; unknown sub ids are dropped
+// (§5.8), and their messages return when the lease expires.
+func (e *engine) onDeliver(requestID uint64, d wire.Deliver) {
+	e.mu.Lock()
+	part := e.subs[d.SubID]
+	e.mu.Unlock()
+	if part == nil {
+		e.log.Debug("client: dropping DELIVER for an unknown subscription", "sub_id", d.SubID)
+		return
+	}
+	part.sub.push(newDelivery(e, part.sub, requestID, d))
+}
+
+// onSubscriptionClosed ends the whole fanned-in subscription when the broker ends
+// any of its partitions: a silent partial stream would go unnoticed.
+func (e *engine) onSubscriptionClosed(sc wire.SubscriptionClosed) {
+	e.mu.Lock()
+	part := e.subs[sc.SubID]
+	e.mu.Unlock()
+	if part == nil {
+		return
+	}
+	part.sub.closeWith(&SubscriptionClosedError{SubID: sc.SubID, Code: sc.Code, Message: sc.Message})
+}

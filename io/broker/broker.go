@@ -1,0 +1,264 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/transport/wire"
+)
+
+// Conn is one client connection, whatever carries it (TCP, TLS, a QUIC
+// stream). transport.Conn satisfies it.
+type Conn interface {
+	io.Reader
+	io.Writer
+	Close() error
+	RemoteAddr() net.Addr
+}
+
+// Listener yields connections. transport.Listener satisfies it.
+type Listener interface {
+	Accept(ctx context.Context) (Conn, error)
+	Close() error
+	Addr() net.Addr
+}
+
+// Broker is one standalone Fibril node.
+type Broker struct {
+	cfg     Config
+	log     *slog.Logger
+	ownerID wire.UUID
+	users   *userStore
+	catalog *catalog
+	metrics *metrics
+
+	regMu   sync.Mutex
+	runners map[core.QueueID]*runnerSlot
+
+	sessMu   sync.Mutex
+	sessions map[wire.UUID]*session
+
+	listenMu  sync.Mutex
+	listeners []Listener
+
+	nextSubID     atomic.Uint64
+	nextSessionID atomic.Uint64
+
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	fatalMu  sync.Mutex
+	fatalErr error
+	failed   chan struct{}
+	closing  atomic.Bool
+}
+
+type runnerSlot struct {
+	once sync.Once
+	r    *runner
+	err  error
+}
+
+// New opens the data directory and its stores. It listens on nothing: hand
+// listeners to Serve.
+func New(cfg Config) (*Broker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	users, err := openUserStore(cfg.DataDir, cfg.Users)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := openCatalog(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Broker{
+		cfg: cfg, log: cfg.Logger, users: users, catalog: cat, metrics: &metrics{},
+		runners: map[core.QueueID]*runnerSlot{}, sessions: map[wire.UUID]*session{},
+		ctx: ctx, cancel: cancel, failed: make(chan struct{}),
+	}
+	if _, err := rand.Read(b.ownerID[:]); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Serve accepts connections from l until the broker closes.
+func (b *Broker) Serve(l Listener) {
+	b.listenMu.Lock()
+	b.listeners = append(b.listeners, l)
+	b.listenMu.Unlock()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		for {
+			c, err := l.Accept(b.ctx)
+			if err != nil {
+				if b.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+					b.log.Error("accept failed; listener stopped", "addr", l.Addr().String(), "err", err)
+				}
+				return
+			}
+			b.HandleConn(c)
+		}
+	}()
+}
+
+// HandleConn serves one connection on its own goroutines.
+func (b *Broker) HandleConn(c Conn) {
+	if b.closing.Load() {
+		c.Close()
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		serveConn(b, c)
+	}()
+}
+
+// Failed is closed when the broker hit an error it cannot serve through
+// (a failed fsync): the process must stop and recover from its log.
+func (b *Broker) Failed() <-chan struct{} { return b.failed }
+
+// Err reports the fatal error, if any.
+func (b *Broker) Err() error {
+	b.fatalMu.Lock()
+	defer b.fatalMu.Unlock()
+	return b.fatalErr
+}
+
+func (b *Broker) fatal(err error) {
+	b.fatalMu.Lock()
+	defer b.fatalMu.Unlock()
+	if b.fatalErr != nil {
+		return
+	}
+	b.fatalErr = err
+	b.log.Error("fatal: stopping; restart recovers from the log", "err", err)
+	close(b.failed)
+}
+
+// runnerFor returns the runner of one queue partition, loading it on first
+// use. With create, an undeclared queue is created with one partition
+// (implicit queues, SPEC §1); partition then selects modulo the count.
+func (b *Broker) runnerFor(q queueName, partition uint32, create bool) (*runner, error) {
+	count := b.catalog.partitions(q)
+	if count == 0 {
+		if !create {
+			return nil, errQueueNotFound
+		}
+		var err error
+		if count, err = b.catalog.ensure(q, 1, b.cfg.QueuesMax); err != nil {
+			return nil, err
+		}
+	}
+	return b.loadRunner(core.QueueID{Topic: q.Topic, Group: q.Group, Partition: partition % count})
+}
+
+var (
+	errQueueNotFound  = errors.New("queue not found")
+	errPartitionRange = errors.New("partition out of range for this queue")
+	errBrokerClosing  = errors.New("broker is shutting down")
+)
+
+// runnerForExact loads partition exactly, refusing one out of range.
+func (b *Broker) runnerForExact(q queueName, partition uint32) (*runner, error) {
+	count := b.catalog.partitions(q)
+	if count == 0 {
+		var err error
+		if count, err = b.catalog.ensure(q, 1, b.cfg.QueuesMax); err != nil {
+			return nil, err
+		}
+	}
+	if partition >= count {
+		return nil, errPartitionRange
+	}
+	return b.loadRunner(core.QueueID{Topic: q.Topic, Group: q.Group, Partition: partition})
+}
+
+func (b *Broker) loadRunner(id core.QueueID) (*runner, error) {
+	if b.closing.Load() {
+		return nil, errBrokerClosing
+	}
+	b.regMu.Lock()
+	slot := b.runners[id]
+	if slot == nil {
+		slot = &runnerSlot{}
+		b.runners[id] = slot
+	}
+	b.regMu.Unlock()
+	slot.once.Do(func() {
+		slot.r, slot.err = b.startRunner(id)
+		if slot.err != nil {
+			b.log.Error("queue failed to load", "queue", id.String(), "err", slot.err)
+		}
+	})
+	return slot.r, slot.err
+}
+
+// LoadedPartitions counts partitions loaded into memory.
+func (b *Broker) LoadedPartitions() int {
+	b.regMu.Lock()
+	defer b.regMu.Unlock()
+	n := 0
+	for _, s := range b.runners {
+		if s.r != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Close stops the broker: tells clients it is going away, ends sessions,
+// flushes every log.
+func (b *Broker) Close() error {
+	if !b.closing.CompareAndSwap(false, true) {
+		return nil
+	}
+	b.sessMu.Lock()
+	sessions := make([]*session, 0, len(b.sessions))
+	for _, s := range b.sessions {
+		sessions = append(sessions, s)
+	}
+	b.sessMu.Unlock()
+	for _, s := range sessions {
+		s.goingAway("broker shutting down")
+	}
+	b.cancel()
+	b.listenMu.Lock()
+	for _, l := range b.listeners {
+		l.Close()
+	}
+	b.listenMu.Unlock()
+	for _, s := range sessions {
+		s.closeConn()
+	}
+	b.wg.Wait()
+	b.regMu.Lock()
+	slots := make([]*runnerSlot, 0, len(b.runners))
+	for _, s := range b.runners {
+		slots = append(slots, s)
+	}
+	b.regMu.Unlock()
+	for _, s := range slots {
+		if s.r != nil {
+			s.r.close()
+		}
+	}
+	return b.Err()
+}

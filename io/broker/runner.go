@@ -1,0 +1,365 @@
+package broker
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/io/logstore"
+)
+
+// runner owns one loaded queue partition. Invariants:
+//   - only the runner goroutine touches p, pending and subs;
+//   - entries reach the committer in the order Step produced them, and
+//     durability comes back as core.Persisted, so the core's durability gate
+//     holds in production exactly as in the simulator;
+//   - replies of a step are sent before its deliveries, so SUBSCRIBE_OK
+//     precedes the first DELIVER of a subscription (PROTOCOL.md §5.6).
+type runner struct {
+	b         *Broker
+	id        core.QueueID
+	p         *core.Partition
+	log       *logstore.Log
+	committer *logstore.Committer
+
+	inbox chan request
+	stop  chan struct{}
+	done  chan struct{}
+
+	// Durability reports from the committer goroutine. A channel send could
+	// deadlock against a full inbox, so the report is an atomic plus a
+	// one-slot wake-up.
+	durableUpTo atomic.Uint64
+	durableErr  atomic.Pointer[error]
+	wake        chan struct{}
+	fedDurable  uint64
+
+	pending map[uint64]pendingReply
+	nextRef uint64
+	subs    map[uint64]*binding
+
+	entriesSinceSnapshot int
+	timer                *time.Timer
+	timerArmedMs         int64
+}
+
+// request is one input for a runner, with who gets the answer.
+type request struct {
+	in    core.Input
+	reply pendingReply
+	bind  *binding // Subscribe: the session binding to register
+	// query runs on the runner goroutine (inspection, tests); in is nil then.
+	query func(p *core.Partition)
+}
+
+// pendingReply says where the reply to an input goes.
+type pendingReply struct {
+	sess      *session
+	requestID uint64
+	kind      replyKind
+	// internal completes a request made by the broker itself (a dead-letter
+	// copy, one partition of a declare); it runs on the runner goroutine.
+	internal func(rep *core.Reply)
+	bind     *binding // replySubscribe: the binding being subscribed
+}
+
+type replyKind uint8
+
+const (
+	replyNone replyKind = iota
+	replyPublish
+	replyPublishUnconfirmed // errors only
+	replyDeclare
+	replySubscribe
+	replyInternal
+)
+
+// runnerInboxDrainMax bounds the requests one wake-up steps before it hands
+// the accumulated entries to storage, so one busy queue cannot starve fsync.
+const runnerInboxDrainMax = 1024
+
+func (b *Broker) startRunner(id core.QueueID) (*runner, error) {
+	cfg := b.cfg.Partition
+	cfg.Queue = id
+	if cfg.Epoch == 0 {
+		cfg.Epoch = 1
+	}
+	dir := partitionDir(b.cfg.DataDir, id)
+	log, rec, err := logstore.Open(dir, logstore.DefaultOptions())
+	if err != nil {
+		return nil, fmt.Errorf("queue %s: open log: %w", id, err)
+	}
+	if rec.TruncatedTail {
+		b.log.Warn("queue log had a torn or corrupt tail; cut at the last valid record", "queue", id.String())
+	}
+	p, err := core.Recover(cfg, rec.Snapshot, rec.Entries)
+	if err != nil {
+		log.Close()
+		return nil, fmt.Errorf("queue %s: recover: %w", id, err)
+	}
+	r := &runner{
+		b: b, id: id, p: p, log: log,
+		inbox:   make(chan request, b.cfg.RunnerInboxMax),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+		pending: map[uint64]pendingReply{},
+		subs:    map[uint64]*binding{},
+		timer:   time.NewTimer(time.Hour),
+	}
+	r.timer.Stop()
+	r.fedDurable = p.LastIndex()
+	r.committer = logstore.NewCommitter(log, r.onDurable)
+	go r.run()
+	// Recovery may have timers to arm and dead-letter copies to resend.
+	r.inbox <- request{in: &core.Tick{}}
+	return r, nil
+}
+
+// onDurable runs on the committer goroutine.
+func (r *runner) onDurable(upTo uint64, err error) {
+	if err != nil {
+		r.durableErr.Store(&err)
+	} else {
+		r.durableUpTo.Store(upTo)
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *runner) run() {
+	defer close(r.done)
+	for {
+		select {
+		case req := <-r.inbox:
+			r.handle(req)
+			for i := 0; i < runnerInboxDrainMax; i++ {
+				select {
+				case req = <-r.inbox:
+					r.handle(req)
+					continue
+				default:
+				}
+				break
+			}
+		case <-r.wake:
+			if errp := r.durableErr.Load(); errp != nil {
+				r.b.fatal(fmt.Errorf("queue %s: storage failed: %w", r.id, *errp))
+				return
+			}
+			if upTo := r.durableUpTo.Load(); upTo > r.fedDurable {
+				r.fedDurable = upTo
+				r.step(&core.Persisted{UpToIndex: upTo}, pendingReply{})
+				r.maybeSnapshot()
+			}
+		case <-r.timer.C:
+			r.timerArmedMs = 0
+			r.step(&core.Tick{}, pendingReply{})
+		case <-r.stop:
+			return
+		}
+	}
+}
+
+func (r *runner) handle(req request) {
+	if req.query != nil {
+		req.query(r.p)
+		return
+	}
+	if req.bind != nil {
+		r.subs[req.bind.subID] = req.bind
+	}
+	r.step(req.in, req.reply)
+	if req.bind != nil && !req.bind.registered {
+		delete(r.subs, req.bind.subID) // the subscribe was refused
+	}
+	if un, ok := req.in.(*core.Unsubscribe); ok {
+		delete(r.subs, un.SubID)
+	}
+}
+
+// step stamps the time, feeds one input and routes the effects.
+func (r *runner) step(in core.Input, reply pendingReply) {
+	now := time.Now().UnixMilli()
+	ref := uint64(0)
+	if reply.kind != replyNone {
+		r.nextRef++
+		ref = r.nextRef
+		r.pending[ref] = reply
+	}
+	stampInput(in, now, ref)
+	rd := r.p.Step(in)
+	if len(rd.Persist) > 0 {
+		r.committer.Submit(rd.Persist)
+		r.entriesSinceSnapshot += len(rd.Persist)
+	}
+	for i := range rd.Replies {
+		r.routeReply(&rd.Replies[i])
+	}
+	if reply.kind == replyPublishUnconfirmed {
+		delete(r.pending, ref) // no success reply will come; errors came in this step
+	}
+	for i := range rd.Deliveries {
+		d := &rd.Deliveries[i]
+		if bnd := r.subs[d.SubID]; bnd != nil {
+			bnd.sess.deliver(bnd, d)
+		}
+	}
+	for i := range rd.DeadLetters {
+		r.forwardDeadLetter(rd.DeadLetters[i])
+	}
+	r.b.metrics.settled(rd.Settled)
+	r.arm(rd.NextWakeMs, now)
+}
+
+func (r *runner) arm(wakeMs, now int64) {
+	if wakeMs == 0 {
+		if r.timerArmedMs != 0 {
+			r.timer.Stop()
+			r.timerArmedMs = 0
+		}
+		return
+	}
+	if r.timerArmedMs == wakeMs {
+		return
+	}
+	r.timer.Stop()
+	select { // drain a fire that raced the stop
+	case <-r.timer.C:
+	default:
+	}
+	r.timer.Reset(time.Duration(max(wakeMs-now, 0)) * time.Millisecond)
+	r.timerArmedMs = wakeMs
+}
+
+func (r *runner) routeReply(rep *core.Reply) {
+	pr, ok := r.pending[rep.Ref]
+	if !ok {
+		return // a settle's stale-tag report, or a reply nobody waits for
+	}
+	if rep.Kind != core.ReplyError || pr.kind != replyPublishUnconfirmed {
+		delete(r.pending, rep.Ref)
+	}
+	switch pr.kind {
+	case replyInternal:
+		pr.internal(rep)
+	case replySubscribe:
+		r.completeSubscribe(pr, rep)
+	default:
+		pr.sess.replyFromCore(pr, rep)
+	}
+}
+
+func (r *runner) completeSubscribe(pr pendingReply, rep *core.Reply) {
+	bnd := pr.bind
+	if rep.Kind == core.ReplyError {
+		pr.sess.subscribeFailed(bnd, rep.Err)
+		return
+	}
+	bnd.registered = true
+	pr.sess.subscribed(bnd)
+}
+
+// forwardDeadLetter publishes a copy into its target queue and, once the
+// target confirms it durable, settles the source (DeadLetterDone).
+func (r *runner) forwardDeadLetter(dl core.DeadLetter) {
+	target, err := r.b.runnerFor(queueName{Topic: dl.Target.Topic, Group: dl.Target.Group}, uint32(dl.Offset), true)
+	if err != nil {
+		r.b.log.Error("dead-letter target unavailable; the copy is resent after restart", "queue", r.id.String(), "target", dl.Target.Topic, "err", err)
+		return
+	}
+	offset := dl.Offset
+	source := r
+	go target.submit(request{
+		in: &core.Publish{Confirm: true, Body: dl.Body, System: true},
+		reply: pendingReply{kind: replyInternal, internal: func(rep *core.Reply) {
+			if rep.Err != nil {
+				source.b.log.Error("dead-letter copy refused; the copy is resent after restart", "queue", source.id.String(), "err", rep.Err)
+				return
+			}
+			// Not from the target's goroutine straight into a full source
+			// inbox: hand off so two runners never wait on each other.
+			go source.submit(request{in: &core.DeadLetterDone{Offset: offset}})
+		}},
+	})
+}
+
+// submit queues a request; it blocks while the inbox is full (backpressure
+// onto the sender), unless the runner is stopping.
+func (r *runner) submit(req request) bool {
+	select {
+	case r.inbox <- req:
+		return true
+	case <-r.stop:
+		return false
+	}
+}
+
+// query runs fn on the runner goroutine and waits for it.
+func (r *runner) query(fn func(p *core.Partition)) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	if !r.submit(request{query: func(p *core.Partition) { fn(p); wg.Done() }}) {
+		return
+	}
+	wg.Wait()
+}
+
+// maybeSnapshot writes a snapshot once the log has grown well past what the
+// live state needs, so a queue whose messages are settled stops growing on
+// disk. It runs only when everything appended is durable, so the snapshot
+// holds durable state only.
+func (r *runner) maybeSnapshot() {
+	if r.p.DurableIndex() != r.p.LastIndex() {
+		return
+	}
+	if !logstore.ShouldSnapshot(r.entriesSinceSnapshot, r.p.Live()) {
+		return
+	}
+	if err := r.committer.SaveSnapshot(r.p.LastIndex(), r.p.Snapshot()); err != nil {
+		r.b.log.Error("snapshot failed; the log keeps growing until the next try", "queue", r.id.String(), "err", err)
+		return
+	}
+	r.entriesSinceSnapshot = 0
+}
+
+func (r *runner) close() {
+	close(r.stop)
+	<-r.done
+	if err := r.committer.Close(); err != nil {
+		r.b.log.Error("closing queue log", "queue", r.id.String(), "err", err)
+	}
+	r.log.Close()
+}
+
+// stampInput sets the clock and the reply reference on an input.
+func stampInput(in core.Input, now int64, ref uint64) {
+	switch in := in.(type) {
+	case *core.Tick:
+		in.NowMs = now
+	case *core.Persisted:
+		in.NowMs = now
+	case *core.Declare:
+		in.NowMs, in.Ref = now, ref
+	case *core.SetGlobalDLQ:
+		in.NowMs, in.Ref = now, ref
+	case *core.Publish:
+		in.NowMs, in.Ref = now, ref
+	case *core.Subscribe:
+		in.NowMs, in.Ref = now, ref
+	case *core.Unsubscribe:
+		in.NowMs, in.Ref = now, ref
+	case *core.Ack:
+		in.NowMs, in.Ref = now, ref
+	case *core.Nack:
+		in.NowMs, in.Ref = now, ref
+	case *core.DeadLetterDone:
+		in.NowMs = now
+	default:
+		panic(fmt.Sprintf("broker: unknown input %T", in))
+	}
+}

@@ -1,0 +1,455 @@
+package broker
+
+import (
+	"bufio"
+	"crypto/rand"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/transport/wire"
+)
+
+// A session is a client's logical connection. It outlives its socket for the
+// reconnect grace (PROTOCOL.md §7.7). Invariants:
+//   - at most one socket is attached at a time; a resume replaces it;
+//   - subscriptions live in the session, so a resumed client keeps them and
+//     its delivery tags stay valid (late acks are accepted);
+//   - while dormant, replies are dropped (nobody waits for them) and
+//     deliveries are kept, bounded by each subscription's prefetch;
+//   - when the session ends, every subscription is unsubscribed, which
+//     requeues its unsettled deliveries at once.
+type session struct {
+	b        *Broker
+	id       uint64
+	clientID wire.UUID
+	token    wire.UUID
+	out      *outbox
+
+	mu         sync.Mutex
+	conn       Conn
+	attachGen  uint64
+	authed     bool
+	loopback   bool
+	subs       map[wire.QueueKey]*binding
+	graceTimer *time.Timer
+	ended      bool
+
+	serverRequestID atomic.Uint64
+	lastRecvNs      atomic.Int64
+}
+
+// binding ties one queue subscription to its session and runner.
+type binding struct {
+	subID     uint64
+	sess      *session
+	key       wire.QueueKey // normalised group
+	prefetch  uint32        // as requested (echoed in SUBSCRIBE_OK)
+	autoAck   bool
+	r         *runner
+	requestID uint64
+	// registered is set by the runner once the core accepted the subscription.
+	registered bool
+}
+
+func newUUID() wire.UUID {
+	var u wire.UUID
+	if _, err := rand.Read(u[:]); err != nil {
+		panic("broker: no randomness: " + err.Error())
+	}
+	return u
+}
+
+func (b *Broker) newSession() *session {
+	s := &session{b: b, id: b.nextSessionID.Add(1), clientID: newUUID(), token: newUUID(),
+		out: newOutbox(b.cfg.OutboxBytesMax), subs: map[wire.QueueKey]*binding{}}
+	b.sessMu.Lock()
+	b.sessions[s.clientID] = s
+	b.sessMu.Unlock()
+	return s
+}
+
+// resume finds a dormant (or still attached) session for id, checking its
+// token in constant time.
+func (b *Broker) resume(id wire.ResumeIdentity) (*session, wire.ResumeOutcome) {
+	if id.OwnerID != b.ownerID {
+		return nil, wire.ResumeRejected // another broker, or this one before a restart
+	}
+	b.sessMu.Lock()
+	s := b.sessions[id.ClientID]
+	b.sessMu.Unlock()
+	if s == nil {
+		return nil, wire.ResumeNotFound
+	}
+	if subtle.ConstantTimeCompare(s.token[:], id.ResumeToken[:]) != 1 {
+		return nil, wire.ResumeRejected
+	}
+	return s, wire.ResumeResumed
+}
+
+func isLoopback(addr net.Addr) bool {
+	switch a := addr.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UDPAddr:
+		return a.IP.IsLoopback()
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// attach makes c the session's socket and starts its writer. A previous
+// socket, if any, is closed.
+func (s *session) attach(c Conn) uint64 {
+	s.mu.Lock()
+	old := s.conn
+	s.conn = c
+	s.attachGen++
+	gen := s.attachGen
+	s.loopback = isLoopback(c.RemoteAddr())
+	if s.graceTimer != nil {
+		s.graceTimer.Stop()
+		s.graceTimer = nil
+	}
+	s.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	s.out.hold()
+	s.b.wg.Add(1)
+	go s.writeLoop(c, gen)
+	return gen
+}
+
+func (s *session) current(gen uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attachGen == gen && !s.ended
+}
+
+// writeLoop writes the outbox to c until c is replaced or fails.
+func (s *session) writeLoop(c Conn, gen uint64) {
+	defer s.b.wg.Done()
+	var spare []byte
+	for {
+		<-s.out.notify
+		if !s.current(gen) {
+			return
+		}
+		buf, overflow := s.out.take(spare)
+		if len(buf) > 0 {
+			if _, err := c.Write(buf); err != nil {
+				c.Close()
+				return
+			}
+		}
+		spare = buf
+		if overflow {
+			s.b.log.Warn("client does not read fast enough; disconnecting", "session", s.id)
+			c.Close()
+			return
+		}
+	}
+}
+
+// detach handles the socket going away: dormant for the grace, or the end.
+func (s *session) detach(gen uint64) {
+	s.mu.Lock()
+	if s.attachGen != gen || s.ended {
+		s.mu.Unlock()
+		return // a resume already replaced this socket
+	}
+	s.conn = nil
+	s.attachGen++ // stops the writer
+	grace := s.b.cfg.ReconnectGraceMs
+	keep := s.authed && grace > 0 && !s.b.closing.Load()
+	if keep {
+		s.graceTimer = time.AfterFunc(time.Duration(grace)*time.Millisecond, func() { s.graceExpired(gen + 1) })
+	}
+	s.mu.Unlock()
+	s.out.reset()
+	s.out.wake()
+	if keep {
+		s.b.metrics.graceEntered.Add(1)
+		return
+	}
+	s.end()
+}
+
+func (s *session) graceExpired(gen uint64) {
+	s.mu.Lock()
+	expired := s.attachGen == gen && s.conn == nil && !s.ended
+	s.mu.Unlock()
+	if expired {
+		s.b.metrics.graceExpired.Add(1)
+		s.end()
+	}
+}
+
+// end unsubscribes everything and forgets the session.
+func (s *session) end() {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.ended = true
+	subs := make([]*binding, 0, len(s.subs))
+	for _, bnd := range s.subs {
+		subs = append(subs, bnd)
+	}
+	s.subs = map[wire.QueueKey]*binding{}
+	conn := s.conn
+	s.mu.Unlock()
+	if conn != nil {
+		conn.Close()
+	}
+	s.out.close()
+	for _, bnd := range subs {
+		bnd.r.submit(request{in: &core.Unsubscribe{SubID: bnd.subID}})
+	}
+	s.b.sessMu.Lock()
+	delete(s.b.sessions, s.clientID)
+	s.b.sessMu.Unlock()
+}
+
+func (s *session) closeConn() {
+	s.mu.Lock()
+	c := s.conn
+	s.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
+}
+
+func (s *session) dormant() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn == nil
+}
+
+// reply queues a reply frame; replies of a dormant session are dropped.
+func (s *session) reply(op wire.Opcode, requestID uint64, body wire.Body) {
+	if s.dormant() {
+		return
+	}
+	s.out.appendFrame(false, func(dst []byte) []byte { return wire.AppendBodyFrame(dst, op, requestID, body) })
+}
+
+func (s *session) replyError(op wire.Opcode, requestID uint64, code wire.ErrorCode, msg string) {
+	s.reply(op, requestID, &wire.ErrorBody{Code: code, Message: msg})
+}
+
+// push queues an unsolicited frame with the next server request id.
+func (s *session) push(op wire.Opcode, body wire.Body) {
+	id := s.serverRequestID.Add(1)
+	s.out.appendFrame(true, func(dst []byte) []byte { return wire.AppendBodyFrame(dst, op, id, body) })
+}
+
+func (s *session) goingAway(msg string) {
+	s.out.appendFrame(true, func(dst []byte) []byte {
+		return wire.AppendBodyFrame(dst, wire.OpGoingAway, 0, &wire.GoingAway{GraceMs: uint64(s.b.cfg.ReconnectGraceMs), Message: msg})
+	})
+}
+
+// deliver encodes one DELIVER (runner goroutine).
+func (s *session) deliver(bnd *binding, d *core.Delivery) {
+	s.b.metrics.delivered.Add(1)
+	if d.Retries > 0 {
+		s.b.metrics.redelivered.Add(1)
+	}
+	body := d.Body
+	msg := wire.Deliver{
+		SubID: bnd.subID, Topic: bnd.key.Topic, Group: bnd.key.Group, Partition: bnd.key.Partition,
+		Offset: d.Offset, DeliveryTag: d.Tag, PublishedMs: uint64(body.PublishedMs), PublishReceivedMs: uint64(body.ReceivedMs),
+		ContentType: wire.ContentType{Kind: wire.ContentKind(body.ContentType.Kind), Custom: body.ContentType.Custom},
+		Payload:     body.Payload,
+	}
+	if len(body.Headers) > 0 || d.Retries > 0 {
+		msg.Headers = make(wire.Headers, 0, len(body.Headers)+1)
+		for _, h := range body.Headers {
+			msg.Headers = append(msg.Headers, wire.KeyValue{Key: h.Key, Value: h.Value})
+		}
+		if d.Retries > 0 {
+			msg.Headers = append(msg.Headers, wire.KeyValue{Key: wire.HeaderRetries, Value: strconv.FormatUint(uint64(d.Retries), 10)})
+		}
+	}
+	s.push(wire.OpDeliver, &msg)
+}
+
+// replyFromCore answers a publish or declare from the core's reply.
+func (s *session) replyFromCore(pr pendingReply, rep *core.Reply) {
+	if rep.Kind == core.ReplyError {
+		s.replyError(wire.OpError, pr.requestID, wire.ErrorCode(rep.Err.Code()), rep.Err.Error())
+		return
+	}
+	if pr.kind == replyPublish && rep.Kind == core.ReplyPublished {
+		s.reply(wire.OpPublishOk, pr.requestID, &wire.PublishOk{Offset: rep.Offset})
+	}
+}
+
+func (s *session) subscribed(bnd *binding) {
+	s.reply(wire.OpSubscribeOk, bnd.requestID, &wire.SubscribeOk{SubID: bnd.subID, Topic: bnd.key.Topic,
+		Partition: bnd.key.Partition, Group: bnd.key.Group, Prefetch: bnd.prefetch})
+}
+
+func (s *session) subscribeFailed(bnd *binding, err *core.Error) {
+	s.mu.Lock()
+	if s.subs[bnd.key] == bnd {
+		delete(s.subs, bnd.key)
+	}
+	s.mu.Unlock()
+	s.replyError(wire.OpSubscribeErr, bnd.requestID, wire.ErrorCode(err.Code()), err.Error())
+}
+
+// errConnDone ends a connection's read loop after a fatal protocol reply.
+var errConnDone = errors.New("connection done")
+
+// serveConn runs one socket: the handshake, then the request loop.
+func serveConn(b *Broker, c Conn) {
+	b.metrics.connections.Add(1)
+	r := bufio.NewReaderSize(c, 64<<10)
+	var frameBuf []byte
+	hdr, payload, err := wire.ReadFrame(r, b.cfg.FramePayloadBytesMax, frameBuf)
+	if err != nil {
+		writeDirect(c, wire.OpError, hdr.RequestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: "malformed frame: " + err.Error()})
+		c.Close()
+		return
+	}
+	s, gen, err := handshake(b, c, hdr, payload)
+	if err != nil {
+		c.Close()
+		return
+	}
+	stopWatch := s.watchLiveness(c, gen)
+	defer stopWatch()
+	gateTimer := time.AfterFunc(b.cfg.HeartbeatInterval, s.out.release)
+	defer gateTimer.Stop()
+	gated := true
+	for {
+		hdr, payload, err = wire.ReadFrame(r, b.cfg.FramePayloadBytesMax, frameBuf)
+		if err != nil {
+			if errors.Is(err, wire.ErrFrameTooLarge) {
+				s.replyError(wire.OpError, hdr.RequestID, wire.CodeInvalid,
+					fmt.Sprintf("frame of %d bytes exceeds the broker's limit of %d bytes; the connection is closed", hdr.PayloadSizeBytes, b.cfg.FramePayloadBytesMax))
+				s.flushAndClose(c)
+			}
+			break // EOF or a reset: either way the client may come back within the grace
+		}
+		frameBuf = payload[:0]
+		s.lastRecvNs.Store(time.Now().UnixNano())
+		if gated && hdr.Opcode != wire.OpAuth && hdr.Opcode != wire.OpPing && hdr.Opcode != wire.OpPong {
+			if hdr.Opcode == wire.OpReconcileClient {
+				err = s.handle(hdr, payload)
+				s.out.release()
+			} else {
+				s.out.release()
+				err = s.handle(hdr, payload)
+			}
+			gated = false
+		} else {
+			err = s.handle(hdr, payload)
+		}
+		if err != nil {
+			s.flushAndClose(c)
+			break
+		}
+	}
+	c.Close()
+	s.detach(gen)
+}
+
+// flushAndClose gives the writer a moment to send a final error frame.
+func (s *session) flushAndClose(c Conn) {
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		s.out.mu.Lock()
+		pending := len(s.out.buf)
+		s.out.mu.Unlock()
+		if pending == 0 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	c.Close()
+}
+
+// writeDirect writes one frame on a socket that has no session yet.
+func writeDirect(c Conn, op wire.Opcode, requestID uint64, body wire.Body) {
+	_, _ = c.Write(wire.AppendBodyFrame(nil, op, requestID, body))
+}
+
+// handshake answers the first frame (PROTOCOL.md §3.2) and returns the
+// attached session.
+func handshake(b *Broker, c Conn, hdr wire.Header, payload []byte) (*session, uint64, error) {
+	if hdr.Opcode != wire.OpHello {
+		writeDirect(c, wire.OpError, hdr.RequestID, &wire.ErrorBody{Code: wire.CodeInvalid,
+			Message: "expected HELLO as the first frame: this port speaks the Fibril wire protocol (default 9876; the admin HTTP API is on 8081)"})
+		return nil, 0, errConnDone
+	}
+	hello, err := wire.DecodeHello(payload)
+	if err != nil {
+		writeDirect(c, wire.OpError, hdr.RequestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: "malformed HELLO: " + err.Error()})
+		return nil, 0, errConnDone
+	}
+	if hello.ProtocolVersion != wire.ProtocolVersion {
+		writeDirect(c, wire.OpHelloErr, hdr.RequestID, &wire.ErrorBody{Code: wire.CodeUnsupportedVersion,
+			Message: fmt.Sprintf("unsupported protocol version %d: this broker speaks version 1", hello.ProtocolVersion)})
+		return nil, 0, errConnDone
+	}
+	var s *session
+	outcome := wire.ResumeNew
+	if hello.Resume.Present {
+		s, outcome = b.resume(hello.Resume.Value)
+		if s != nil {
+			b.metrics.resumed.Add(1)
+		}
+	}
+	if s == nil {
+		s = b.newSession()
+	}
+	// HELLO_OK goes out before the writer starts, so nothing can precede it.
+	writeDirect(c, wire.OpHelloOk, hdr.RequestID, &wire.HelloOk{ProtocolVersion: wire.ProtocolVersion, OwnerID: b.ownerID,
+		ClientID: s.clientID, ResumeToken: s.token, ResumeOutcome: outcome, ServerName: b.cfg.ServerName, Compliance: wire.ComplianceMarker})
+	gen := s.attach(c)
+	return s, gen, nil
+}
+
+// watchLiveness pings every heartbeat interval and cuts a socket silent for
+// three intervals (PROTOCOL.md §1.5).
+func (s *session) watchLiveness(c Conn, gen uint64) (stop func()) {
+	interval := s.b.cfg.HeartbeatInterval
+	s.lastRecvNs.Store(time.Now().UnixNano())
+	done := make(chan struct{})
+	ticker := time.NewTicker(interval)
+	go func() {
+		defer ticker.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ticker.C:
+				if !s.current(gen) {
+					return
+				}
+				if time.Since(time.Unix(0, s.lastRecvNs.Load())) > 3*interval {
+					s.b.log.Info("closing a silent connection", "session", s.id)
+					c.Close()
+					return
+				}
+				s.push(wire.OpPing, &wire.Ping{})
+			}
+		}
+	}()
+	return func() { close(done) }
+}

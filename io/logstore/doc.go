@@ -1,0 +1,51 @@
+// Package logstore keeps one queue partition's durable log on disk: the
+// entries the core hands out in Ready.Persist, a snapshot of the state they
+// built, and the recovery that gives both back after a crash.
+//
+// # On disk
+//
+// One directory per partition:
+//
+//	00000000000000000001            tidwall/wal segment (name = its first index)
+//	00000000000000004097            ... the last one is the tail, the only one written to
+//	snapshot-00000000000000003000   the newest snapshot (older ones are removed)
+//
+// A segment is tidwall's binary format: one frame per entry, uvarint length
+// then the data. tidwall stores no checksum, so each frame's data is our
+// record: u32 CRC-32C (Castagnoli, big-endian) of the rest, then the bytes of
+// core.AppendEntry, which carry the entry's epoch and index (record.go).
+// The tidwall index of a record is exactly the core index of its entry: a
+// fresh log starts at 1, and a snapshot at index S moves the first index to
+// S+1 (tidwall TruncateFront).
+//
+// # Durability
+//
+// Append writes without fsync (tidwall NoSync); Sync makes everything
+// appended so far durable, including the directory entry of any segment file
+// tidwall started since the last Sync (tidwall never fsyncs the directory).
+// An fsync error is never retried: the Log fails for good, since after a
+// failed fsync the kernel may already have dropped the dirty pages (the
+// "fsyncgate" lesson); the broker crashes and recovers from what is on disk.
+//
+// The Committer is the one writer goroutine per Log (group commit): callers
+// Submit entries without blocking on I/O, and learn through onDurable when
+// they are on disk.
+//
+// # Recovery
+//
+// Open reads every segment itself rather than through tidwall (repair.go):
+// it checks each record's framing, CRC, decoding, that its index is its
+// position and that epochs never go back. The first bad record is the cut.
+// A cut that looks like an unfinished write (a torn tail: the bad record is
+// the last frame of the tail segment, or zeros fill the file from it on) is
+// always trimmed. Any other cut is corruption: Options.OnCorruption says
+// whether Open trims it too (CorruptionTruncate) or leaves the files
+// untouched and returns a *CorruptionError (CorruptionRefuse), so that the
+// driver can quarantine the partition (SPEC §7) until an operator repairs it.
+//
+// # Concurrency
+//
+// A Log is used by one goroutine at a time (the Committer's writer, once one
+// is started); only SizeBytes may be called from anywhere. A Committer is
+// safe for concurrent use.
+package logstore

@@ -1,0 +1,386 @@
+package logstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/fibril-go/fibril/core"
+	"github.com/tidwall/wal"
+)
+
+// Log is one partition's log on disk. Invariants:
+//   - firstIndex <= lastIndex+1, and the records firstIndex..lastIndex are
+//     in tidwall at exactly those indexes (tidwall's own counters agree);
+//   - snapshotIndex <= syncedIndex <= lastIndex, and firstIndex is
+//     snapshotIndex+1 once a snapshot's truncation is done;
+//   - after any I/O error the Log is failed for good: nothing is retried,
+//     least of all an fsync (see doc.go).
+
+const (
+	dirPerm  = 0o750
+	filePerm = 0o640
+	// recordBufferRetainBytesMax: a record buffer grown past this by one
+	// large message is dropped after use rather than kept for the next.
+	recordBufferRetainBytesMax = 1 << 20
+)
+
+// ErrClosed reports use of a closed Log or Committer.
+var ErrClosed = errors.New("logstore: closed")
+
+// Log is one partition's durable log. See the package doc for the layout.
+type Log struct {
+	dir     string
+	opts    Options
+	wal     *wal.Log
+	dirFile *os.File // held open to fsync the directory
+
+	firstIndex    uint64 // lastIndex+1 when the log holds no record
+	lastIndex     uint64
+	lastEpoch     uint64
+	syncedIndex   uint64
+	snapshotIndex uint64
+
+	// tailSegmentBytes mirrors the size of tidwall's tail segment, so that
+	// Append knows when tidwall started a new segment file (mirrorSegmentRolls).
+	tailSegmentBytes int
+	// dirSyncPending: a segment file appeared since the last directory fsync.
+	dirSyncPending bool
+
+	batch      wal.Batch
+	recordBuf  []byte
+	frameSizes []int // of the batch being built, for the segment mirror
+
+	failed error
+	closed bool
+	stats  LogStats
+}
+
+// LogStats counts what a Log did since Open (metrics, tests).
+type LogStats struct {
+	Batches      uint64 // tidwall WriteBatch calls
+	Entries      uint64 // entries appended
+	Syncs        uint64 // Sync calls that fsynced the tail segment
+	DirSyncs     uint64 // directory fsyncs for new segment files
+	SegmentRolls uint64 // segment files tidwall started
+	Snapshots    uint64 // snapshots saved
+}
+
+// tidwallOptions: we fsync ourselves (Sync), never read through tidwall
+// (recovery parses the files), and allow an empty log so that a snapshot at
+// the last index can truncate every record and a cut can drop the first.
+func tidwallOptions(opts Options) *wal.Options {
+	return &wal.Options{
+		NoSync:           true,
+		SegmentSize:      opts.SegmentSizeBytes,
+		LogFormat:        wal.Binary,
+		SegmentCacheSize: 1, // we never Read; a rolled segment is dropped at once (ClearCache)
+		NoCopy:           true,
+		AllowEmpty:       true,
+		DirPerms:         dirPerm,
+		FilePerms:        filePerm,
+	}
+}
+
+// Open opens the log in dir, creating it if absent, repairs a torn tail (and
+// corruption, if opts.OnCorruption allows), and returns what recovery needs.
+func Open(dir string, opts Options) (*Log, Recovered, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, Recovered{}, err
+	}
+	if err := os.MkdirAll(dir, dirPerm); err != nil {
+		return nil, Recovered{}, err
+	}
+	// The directory's own entry must survive a crash too.
+	if err := syncDirPath(filepath.Dir(dir)); err != nil {
+		return nil, Recovered{}, err
+	}
+	dirFile, err := os.Open(dir)
+	if err != nil {
+		return nil, Recovered{}, err
+	}
+	l := &Log{dir: dir, opts: opts, dirFile: dirFile}
+	rec, err := l.recover()
+	if err != nil {
+		if l.wal != nil {
+			l.wal.Close()
+		}
+		dirFile.Close()
+		return nil, Recovered{}, err
+	}
+	return l, rec, nil
+}
+
+// Dir returns the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// FirstIndex is the first index the log holds (LastIndex+1 when empty).
+func (l *Log) FirstIndex() uint64 { return l.firstIndex }
+
+// LastIndex is the index of the last entry appended (durable or not).
+func (l *Log) LastIndex() uint64 { return l.lastIndex }
+
+// SyncedIndex is the index up to which every entry is durable.
+func (l *Log) SyncedIndex() uint64 { return l.syncedIndex }
+
+// SnapshotIndex is the index of the newest snapshot (0 when none).
+func (l *Log) SnapshotIndex() uint64 { return l.snapshotIndex }
+
+// Stats returns the counters.
+func (l *Log) Stats() LogStats { return l.stats }
+
+func (l *Log) usable() error {
+	if l.failed != nil {
+		return l.failed
+	}
+	if l.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// fail makes err sticky: after an I/O error tidwall's memory and the disk
+// may disagree, and an fsync error may have lost pages for good.
+func (l *Log) fail(err error) error {
+	if l.failed == nil {
+		l.failed = fmt.Errorf("logstore %s: failed: %w", l.dir, err)
+	}
+	return l.failed
+}
+
+// Append encodes entries and writes them to the log, one tidwall batch per
+// BatchEntriesMax / BatchBytesMax. Nothing is fsynced: call Sync. Entries
+// must follow on from LastIndex, and epochs never go back.
+func (l *Log) Append(entries []core.Entry) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	l.batch.Clear()
+	l.frameSizes = l.frameSizes[:0]
+	batchBytes := 0
+	for i := range entries {
+		e := &entries[i]
+		assertTrue(e.Index == l.lastIndex+1+uint64(len(l.frameSizes)), "entries are appended in contiguous index order")
+		assertTrue(e.Epoch >= l.lastEpoch, "entry epochs never go back")
+		assertTrue(e.Epoch != 0, "entries carry an epoch")
+		l.recordBuf = appendRecord(l.recordBuf[:0], e)
+		full := len(l.frameSizes) == l.opts.BatchEntriesMax || batchBytes+len(l.recordBuf) > l.opts.BatchBytesMax
+		if len(l.frameSizes) > 0 && full {
+			if err := l.writeBatch(batchBytes); err != nil {
+				return err
+			}
+			batchBytes = 0
+		}
+		l.batch.Write(e.Index, l.recordBuf)
+		l.frameSizes = append(l.frameSizes, frameBytes(len(l.recordBuf)))
+		batchBytes += len(l.recordBuf)
+		l.lastEpoch = e.Epoch
+	}
+	if cap(l.recordBuf) > recordBufferRetainBytesMax {
+		l.recordBuf = nil
+	}
+	if len(l.frameSizes) == 0 {
+		return nil
+	}
+	return l.writeBatch(batchBytes)
+}
+
+// writeBatch writes the batch built so far (batchBytes of records).
+func (l *Log) writeBatch(batchBytes int) error {
+	count := uint64(len(l.frameSizes))
+	if err := l.wal.WriteBatch(&l.batch); err != nil {
+		return l.fail(err)
+	}
+	l.lastIndex += count
+	l.stats.Batches++
+	l.stats.Entries += count
+	if rolls := l.mirrorSegmentRolls(l.frameSizes); rolls > 0 {
+		l.dirSyncPending = true
+		l.stats.SegmentRolls += uint64(rolls)
+		// tidwall caches the segment it rolled away from, buffer and all;
+		// we never read it back, so free it now.
+		if err := l.wal.ClearCache(); err != nil {
+			return l.fail(err)
+		}
+	}
+	if batchBytes > l.opts.BatchBytesMax {
+		// One oversized record grew tidwall's batch buffer, which it keeps
+		// for reuse: let it go instead.
+		l.batch = wal.Batch{}
+	}
+	l.frameSizes = l.frameSizes[:0]
+	tidwallLast, err := l.wal.LastIndex()
+	assertTrue(err == nil && tidwallLast == l.lastIndex, "tidwall's last index is ours")
+	return nil
+}
+
+// mirrorSegmentRolls replays tidwall v1.2.1's rule for starting a segment
+// (wal.go, writeBatch and cycle) over one batch and returns how many segment
+// files it started: before a batch, a tail already over the size rolls;
+// within it, the tail rolls as soon as an entry brings it to the size.
+// tidwall does not say when it creates a file, and a new file's directory
+// entry needs an fsync of its own. TestSegmentMirror checks this against
+// the directory.
+func (l *Log) mirrorSegmentRolls(frameSizes []int) int {
+	rolls := 0
+	if l.tailSegmentBytes > l.opts.SegmentSizeBytes {
+		l.tailSegmentBytes = 0
+		rolls++
+	}
+	for _, n := range frameSizes {
+		l.tailSegmentBytes += n
+		if l.tailSegmentBytes >= l.opts.SegmentSizeBytes {
+			l.tailSegmentBytes = 0
+			rolls++
+		}
+	}
+	return rolls
+}
+
+// Sync makes every entry appended so far durable: the tail segment (tidwall
+// fsyncs a segment itself when it rolls away from it) and, when a segment
+// file appeared, the directory. Nothing to do is not an fsync.
+func (l *Log) Sync() error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if l.syncedIndex == l.lastIndex && !l.dirSyncPending {
+		return nil
+	}
+	if err := l.wal.Sync(); err != nil {
+		return l.fail(err)
+	}
+	l.stats.Syncs++
+	if l.dirSyncPending {
+		if err := l.dirFile.Sync(); err != nil {
+			return l.fail(err)
+		}
+		l.dirSyncPending = false
+		l.stats.DirSyncs++
+	}
+	l.syncedIndex = l.lastIndex
+	return nil
+}
+
+// SaveSnapshot stores data as the state at index (which must be appended,
+// and newer than the current snapshot), then drops the entries up to index
+// from the log. The log is synced up to index first, so a snapshot never
+// runs ahead of the durable log. Steps, each crash-safe: write the snapshot
+// atomically (snapshot.go), remove the previous snapshot, tidwall
+// TruncateFront, fsync the directory. A crash after the first step leaves
+// entries <= index in the log; Open skips them and finishes the truncation.
+// Any error fails the Log (the broker restarts and recovers).
+func (l *Log) SaveSnapshot(index uint64, data []byte) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if index <= l.snapshotIndex || index > l.lastIndex {
+		return fmt.Errorf("logstore %s: snapshot at %d: must be after the snapshot at %d and at most the last index %d",
+			l.dir, index, l.snapshotIndex, l.lastIndex)
+	}
+	if l.syncedIndex < index {
+		if err := l.Sync(); err != nil {
+			return err
+		}
+	}
+	assertTrue(l.syncedIndex >= index, "a snapshot never runs ahead of the durable log")
+	if err := writeSnapshotFile(l.dir, l.dirFile, index, data); err != nil {
+		return l.fail(err)
+	}
+	if previous := l.snapshotIndex; previous != 0 {
+		if err := os.Remove(filepath.Join(l.dir, snapshotName(previous))); err != nil {
+			return l.fail(err)
+		}
+	}
+	l.snapshotIndex = index
+	l.stats.Snapshots++
+	if err := l.truncateFront(index + 1); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}
+
+// truncateFront drops the records before firstIndex from the log.
+func (l *Log) truncateFront(firstIndex uint64) error {
+	assertTrue(firstIndex <= l.lastIndex+1, "truncation keeps the log's end")
+	if firstIndex <= l.firstIndex {
+		return nil
+	}
+	if err := l.wal.TruncateFront(firstIndex); err != nil {
+		return err
+	}
+	l.firstIndex = firstIndex
+	tidwallFirst, err := l.wal.FirstIndex()
+	assertTrue(err == nil && tidwallFirst == firstIndex, "tidwall's first index is ours")
+	// tidwall renames without fsyncing the directory.
+	if err := l.dirFile.Sync(); err != nil {
+		return err
+	}
+	// When the cut fell in the tail segment, tidwall rewrote it shorter.
+	return l.loadTailSegmentBytes()
+}
+
+// loadTailSegmentBytes reads the size of the tail segment from the directory
+// (after Open or a truncation, when tidwall reloaded its tail from disk).
+func (l *Log) loadTailSegmentBytes() error {
+	listing, err := listDir(l.dir)
+	if err != nil {
+		return err
+	}
+	assertTrue(len(listing.segments) > 0, "tidwall keeps a tail segment")
+	l.tailSegmentBytes = int(listing.segments[len(listing.segments)-1].sizeBytes)
+	return nil
+}
+
+// SizeBytes returns the bytes the log's files take (segments, snapshot and
+// any leftovers), for reports. Safe to call from any goroutine.
+func (l *Log) SizeBytes() (int64, error) {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, entry := range entries {
+		info, err := entry.Info()
+		if errors.Is(err, os.ErrNotExist) {
+			continue // removed while we listed (a truncation)
+		}
+		if err != nil {
+			return 0, err
+		}
+		if info.Mode().IsRegular() {
+			total += info.Size()
+		}
+	}
+	return total, nil
+}
+
+// Close syncs what was appended and closes the files. After a failure it
+// closes without syncing and returns the failure.
+func (l *Log) Close() error {
+	if l.closed {
+		return ErrClosed
+	}
+	var syncErr error
+	if l.failed == nil {
+		syncErr = l.Sync()
+	}
+	l.closed = true
+	walErr := l.wal.Close() // fsyncs the tail once more, even with NoSync
+	dirErr := l.dirFile.Close()
+	if l.failed != nil {
+		return l.failed
+	}
+	return errors.Join(syncErr, walErr, dirErr)
+}
+
+func syncDirPath(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	syncErr := f.Sync()
+	closeErr := f.Close()
+	return errors.Join(syncErr, closeErr)
+}

@@ -1,0 +1,150 @@
+package logstore
+
+import (
+	"fmt"
+
+	"github.com/fibril-go/fibril/core"
+	"github.com/tidwall/wal"
+)
+
+// Open's recovery, in order. Invariants:
+//   - what Open returns is durable: it fsyncs the tail and the directory
+//     before returning, since a process crash (not a machine crash) leaves
+//     written but unsynced bytes readable in the page cache, and the core
+//     treats recovered entries as durable;
+//   - Entries are exactly the records SnapshotIndex+1..LastIndex, contiguous;
+//   - with CorruptionRefuse, a cut that is not a torn tail changes no
+//     segment file.
+
+// Recovered is what Open found: what core.Recover needs, and what it repaired.
+type Recovered struct {
+	// Snapshot is the newest snapshot's bytes (nil when there is none), the
+	// state as of SnapshotIndex.
+	Snapshot      []byte
+	SnapshotIndex uint64
+	// Entries are every valid entry after the snapshot, in index order.
+	Entries []core.Entry
+
+	// TruncatedTail says Open cut the log (a torn tail, or corruption under
+	// CorruptionTruncate); Cut says where, why and how much went.
+	TruncatedTail bool
+	Cut           Cut
+	// FinishedTruncation says a snapshot's truncation of the log had not
+	// happened (a crash after the snapshot was written) and Open did it.
+	FinishedTruncation bool
+	// ResetLog says the log held nothing after the snapshot that could be
+	// kept (it ended before it, or no segment was left), so Open restarted
+	// it empty at SnapshotIndex+1.
+	ResetLog bool
+	// RemovedFiles counts leftovers Open deleted: temporary files and
+	// superseded snapshots a crash left behind.
+	RemovedFiles int
+}
+
+func (l *Log) recover() (Recovered, error) {
+	var rec Recovered
+	listing, err := listDir(l.dir)
+	if err != nil {
+		return rec, err
+	}
+	if finished, err := finishTidwallTruncation(l.dir, listing); err != nil {
+		return rec, err
+	} else if finished {
+		if listing, err = listDir(l.dir); err != nil {
+			return rec, err
+		}
+	}
+	if err := removeLeftovers(l.dir, listing.leftovers); err != nil {
+		return rec, err
+	}
+	rec.RemovedFiles = len(listing.leftovers) + max(0, len(listing.snapshots)-1)
+	snapshotIndex, snapshot, err := loadNewestSnapshot(l.dir, listing.snapshots)
+	if err != nil {
+		return rec, err
+	}
+	isNew := len(listing.segments) == 0 && snapshotIndex == 0
+	segments, scan, err := l.scanAndCut(&rec, listing.segments, snapshotIndex)
+	if err != nil {
+		return rec, err
+	}
+	if len(segments) == 0 || scan.lastIndex < snapshotIndex {
+		if err := resetLog(l.dir, l.dirFile, segments, snapshotIndex+1); err != nil {
+			return rec, err
+		}
+		rec.ResetLog = !isNew
+		segments = []segmentFile{{name: segmentName(snapshotIndex + 1), firstIndex: snapshotIndex + 1}}
+		scan.lastIndex, scan.entries = snapshotIndex, nil
+	}
+	if err := l.openTidwall(segments[0].firstIndex, scan.lastIndex); err != nil {
+		return rec, err
+	}
+	l.snapshotIndex = snapshotIndex
+	l.lastEpoch = scan.lastEpoch
+	if l.firstIndex <= snapshotIndex {
+		if err := l.truncateFront(snapshotIndex + 1); err != nil {
+			return rec, err
+		}
+		rec.FinishedTruncation = true
+	} else if err := l.loadTailSegmentBytes(); err != nil {
+		return rec, err
+	}
+	// Make what we read durable (see the invariants), and every rename and
+	// removal above with it.
+	if err := l.wal.Sync(); err != nil {
+		return rec, err
+	}
+	if err := l.dirFile.Sync(); err != nil {
+		return rec, err
+	}
+	rec.Snapshot, rec.SnapshotIndex, rec.Entries = snapshot, snapshotIndex, scan.entries
+	if n := len(rec.Entries); n > 0 {
+		assertTrue(rec.Entries[0].Index == snapshotIndex+1, "recovered entries start right after the snapshot")
+		assertTrue(rec.Entries[n-1].Index == l.lastIndex, "recovered entries end at the last index")
+	}
+	return rec, nil
+}
+
+// scanAndCut scans the segments and makes the cut the policy allows. It
+// returns the segments left.
+func (l *Log) scanAndCut(rec *Recovered, segments []segmentFile, snapshotIndex uint64) ([]segmentFile, scanResult, error) {
+	scan, err := scanSegments(l.dir, segments, snapshotIndex)
+	if err != nil || scan.cut == nil {
+		return segments, scan, err
+	}
+	if !scan.cut.Torn && l.opts.OnCorruption == CorruptionRefuse {
+		return nil, scan, &CorruptionError{Dir: l.dir, Cut: *scan.cut}
+	}
+	if err := applyCut(l.dir, l.dirFile, segments, &scan); err != nil {
+		return nil, scan, err
+	}
+	rec.TruncatedTail = true
+	rec.Cut = *scan.cut
+	if scan.cutDropsFile {
+		return segments[:scan.cutSegment], scan, nil
+	}
+	return segments[:scan.cutSegment+1], scan, nil
+}
+
+// openTidwall opens tidwall on the repaired directory and checks that it
+// sees the records we scanned.
+func (l *Log) openTidwall(firstIndex, lastIndex uint64) error {
+	log, err := wal.Open(l.dir, tidwallOptions(l.opts))
+	if err != nil {
+		return fmt.Errorf("logstore %s: tidwall open after repair: %w", l.dir, err)
+	}
+	l.wal = log
+	tidwallFirst, err := log.FirstIndex()
+	if err != nil {
+		return err
+	}
+	tidwallLast, err := log.LastIndex()
+	if err != nil {
+		return err
+	}
+	if tidwallFirst != firstIndex || tidwallLast != lastIndex {
+		return fmt.Errorf("logstore %s: tidwall sees records %d..%d, the scan %d..%d: %w",
+			l.dir, tidwallFirst, tidwallLast, firstIndex, lastIndex, ErrCorrupt)
+	}
+	l.firstIndex, l.lastIndex, l.syncedIndex = firstIndex, lastIndex, lastIndex
+	return nil
+}

@@ -1,0 +1,353 @@
+package logstore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/fibril-go/fibril/core"
+	"github.com/tidwall/wal"
+)
+
+// Reading the segments back and cutting the log at its first bad record.
+// Invariants:
+//   - we parse tidwall's segment files ourselves: tidwall's Open reads only
+//     the tail segment, fails outright on a torn tail, takes zero-filled
+//     bytes for empty entries, and never checks that segment names follow on;
+//   - the cut is at the first bad record, to the byte: every record before it
+//     stays, every byte from it on goes;
+//   - a cut changes files only after it was decided, removing the newest
+//     files first, so a crash half way leaves a log whose first bad record is
+//     the same one, and the next Open makes the same cut.
+
+// ErrCorrupt is wrapped by every error that reports a corrupt log or
+// snapshot (see CorruptionError).
+var ErrCorrupt = errors.New("logstore: corrupt")
+
+// Cut describes where recovery found the first bad record.
+type Cut struct {
+	// Index is the index the bad record holds by its place in the log: every
+	// record below it is intact, it and everything after it are dropped.
+	Index  uint64
+	Reason CutReason
+	// Torn says the damage looks like an unfinished write: the bad record is
+	// the last frame of the tail segment, or zeros fill the file from it on.
+	Torn bool
+	// Segment names the file holding the bad record; OffsetBytes is where
+	// the record's frame starts in it.
+	Segment     string
+	OffsetBytes int64
+	// DroppedBytes counts the bytes from the cut to the end of the log.
+	DroppedBytes int64
+	// DroppedRecords counts the complete frames among them (a broken length
+	// prefix hides whatever follows it in its file).
+	DroppedRecords int
+}
+
+// CorruptionError reports a cut that Open did not make because
+// Options.OnCorruption is CorruptionRefuse. Nothing on disk was changed.
+type CorruptionError struct {
+	Dir string
+	Cut Cut
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("logstore %s: %s at index %d (segment %s, byte %d); %d bytes (%d complete records) from there on left untouched",
+		e.Dir, e.Cut.Reason, e.Cut.Index, e.Cut.Segment, e.Cut.OffsetBytes, e.Cut.DroppedBytes, e.Cut.DroppedRecords)
+}
+
+func (e *CorruptionError) Unwrap() error { return ErrCorrupt }
+
+// segmentFile is one tidwall segment file.
+type segmentFile struct {
+	name       string
+	firstIndex uint64
+	sizeBytes  int64
+}
+
+// segmentNameDigits is the width of tidwall's segment names.
+const segmentNameDigits = 20
+
+// segmentName is tidwall's name for the segment starting at index.
+func segmentName(index uint64) string { return fmt.Sprintf("%0*d", segmentNameDigits, index) }
+
+// parseIndexName reads a 20-digit, nonzero index: tidwall's rule for names.
+func parseIndexName(name string) (uint64, bool) {
+	if len(name) != segmentNameDigits {
+		return 0, false
+	}
+	index, err := strconv.ParseUint(name, 10, 64)
+	return index, err == nil && index != 0
+}
+
+// dirListing sorts a log directory's files by role.
+type dirListing struct {
+	segments  []segmentFile  // by first index
+	snapshots []snapshotFile // by index
+	// unfinished tidwall truncations: a .START or .END segment that
+	// tidwall's Open completes.
+	tidwallPending []string
+	// temporary files a crash left behind: tidwall's .TEMP, our snapshot .tmp.
+	leftovers []string
+}
+
+func listDir(dir string) (dirListing, error) {
+	var listing dirListing
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return listing, err
+	}
+	for _, entry := range names {
+		name := entry.Name()
+		if entry.IsDir() {
+			continue
+		}
+		if index, ok := parseIndexName(name); ok {
+			info, err := entry.Info()
+			if err != nil {
+				return listing, err
+			}
+			listing.segments = append(listing.segments, segmentFile{name: name, firstIndex: index, sizeBytes: info.Size()})
+			continue
+		}
+		if index, ok := parseSnapshotName(name); ok {
+			listing.snapshots = append(listing.snapshots, snapshotFile{name: name, index: index})
+			continue
+		}
+		if len(name) > segmentNameDigits {
+			_, isIndexed := parseIndexName(name[:segmentNameDigits])
+			rest := name[segmentNameDigits:]
+			switch {
+			case isIndexed && strings.HasSuffix(rest, ".TEMP"):
+				listing.leftovers = append(listing.leftovers, name)
+			case isIndexed && (rest == ".START" || rest == ".END"):
+				listing.tidwallPending = append(listing.tidwallPending, name)
+			}
+		}
+		if isSnapshotTmpName(name) {
+			listing.leftovers = append(listing.leftovers, name)
+		}
+	}
+	sort.Slice(listing.segments, func(i, j int) bool { return listing.segments[i].firstIndex < listing.segments[j].firstIndex })
+	sort.Slice(listing.snapshots, func(i, j int) bool { return listing.snapshots[i].index < listing.snapshots[j].index })
+	return listing, nil
+}
+
+// finishTidwallTruncation lets tidwall complete a TruncateFront or
+// TruncateBack that a crash interrupted (its .START / .END protocol), so the
+// segment files we scan are the ones tidwall will load. tidwall does that
+// before it loads the tail, so a torn tail (ErrCorrupt) does not stop it.
+func finishTidwallTruncation(dir string, listing dirListing) (bool, error) {
+	if len(listing.tidwallPending) == 0 {
+		return false, nil
+	}
+	log, err := wal.Open(dir, tidwallOptions(DefaultOptions()))
+	if err == nil {
+		err = log.Close()
+	}
+	if err != nil && !errors.Is(err, wal.ErrCorrupt) {
+		return false, err
+	}
+	after, err := listDir(dir)
+	if err != nil {
+		return false, err
+	}
+	if len(after.tidwallPending) != 0 {
+		// Both a START and an END: tidwall refuses, and our own operation
+		// order never leaves both.
+		return false, fmt.Errorf("logstore %s: unfinished tidwall truncations %v: %w", dir, after.tidwallPending, ErrCorrupt)
+	}
+	return true, nil
+}
+
+// scanResult is what scanning the segments found.
+type scanResult struct {
+	entries   []core.Entry // the valid entries after the snapshot, in order
+	lastIndex uint64       // the last valid record's index (entries or not)
+	lastEpoch uint64       // of the last decoded entry; 0 when none
+	cut       *Cut
+	// cutSegment is the position in segments of the file the cut is in;
+	// cutDropsFile says that whole file goes (its name is wrong).
+	cutSegment   int
+	cutDropsFile bool
+}
+
+// scanSegments reads every segment in order and stops at the first bad
+// record. Records at or below snapshotIndex are framed but not decoded: the
+// snapshot replaces them and recovery truncates them, so corruption there
+// must not cost the entries after them.
+func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64) (scanResult, error) {
+	var res scanResult
+	res.lastIndex = snapshotIndex
+	if len(segments) == 0 {
+		return res, nil
+	}
+	if segments[0].firstIndex > snapshotIndex+1 {
+		return res, res.cutFile(dir, segments, 0, snapshotIndex+1, CutMissingPrefix)
+	}
+	res.lastIndex = segments[0].firstIndex - 1
+	next := segments[0].firstIndex
+	for k := range segments {
+		seg := &segments[k]
+		if seg.firstIndex != next {
+			return res, res.cutFile(dir, segments, k, next, CutSegmentGap)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, seg.name))
+		if err != nil {
+			return res, err
+		}
+		for pos := 0; pos < len(data); {
+			f := parseFrame(data[pos:])
+			reason := CutNone
+			var e core.Entry
+			switch {
+			case !f.ok && f.reachesEOF:
+				reason = CutTornFrame
+			case !f.ok:
+				reason = CutBadFrame
+			case next > snapshotIndex:
+				e, reason = checkRecord(f.data, next, res.lastEpoch)
+			}
+			if reason != CutNone {
+				return res, res.cutRecord(dir, segments, k, data, pos, f, next, reason)
+			}
+			if next > snapshotIndex {
+				res.entries = append(res.entries, e)
+				res.lastEpoch = e.Epoch
+			}
+			res.lastIndex = next
+			next++
+			pos += f.totalBytes
+		}
+	}
+	return res, nil
+}
+
+// cutRecord records a cut at the frame at pos in segments[k] (whose bytes
+// are data).
+func (res *scanResult) cutRecord(dir string, segments []segmentFile, k int, data []byte, pos int, f frame, index uint64, reason CutReason) error {
+	assertTrue(reason != CutNone, "a cut has a reason")
+	assertTrue(index == res.lastIndex+1, "the cut follows the last valid record")
+	isTail := k == len(segments)-1
+	later, laterRecords, err := laterSegments(dir, segments[k+1:])
+	if err != nil {
+		return err
+	}
+	res.cut = &Cut{
+		Index:          index,
+		Reason:         reason,
+		Torn:           isTail && (f.reachesEOF || allZero(data[pos:])),
+		Segment:        segments[k].name,
+		OffsetBytes:    int64(pos),
+		DroppedBytes:   int64(len(data)-pos) + later,
+		DroppedRecords: countFrames(data[pos:]) + laterRecords,
+	}
+	res.cutSegment = k
+	return nil
+}
+
+// cutFile records a cut that drops segments[k] and all after it.
+func (res *scanResult) cutFile(dir string, segments []segmentFile, k int, index uint64, reason CutReason) error {
+	dropped, records, err := laterSegments(dir, segments[k:])
+	if err != nil {
+		return err
+	}
+	res.cut = &Cut{Index: index, Reason: reason, Segment: segments[k].name, DroppedBytes: dropped, DroppedRecords: records}
+	res.cutSegment = k
+	res.cutDropsFile = true
+	return nil
+}
+
+// laterSegments sums the bytes and complete frames of segments a cut drops.
+func laterSegments(dir string, segments []segmentFile) (sizeBytes int64, records int, err error) {
+	for _, seg := range segments {
+		data, err := os.ReadFile(filepath.Join(dir, seg.name))
+		if err != nil {
+			return 0, 0, err
+		}
+		sizeBytes += int64(len(data))
+		records += countFrames(data)
+	}
+	return sizeBytes, records, nil
+}
+
+func allZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// applyCut makes the cut on disk: the newest files go first, then the file
+// holding the bad record is truncated just before it (or removed, when its
+// name itself is wrong), then the file and the directory are fsynced.
+func applyCut(dir string, dirFile *os.File, segments []segmentFile, res *scanResult) error {
+	assertTrue(res.cut != nil, "there is a cut to apply")
+	k := res.cutSegment
+	for i := len(segments) - 1; i > k; i-- {
+		if err := os.Remove(filepath.Join(dir, segments[i].name)); err != nil {
+			return err
+		}
+	}
+	path := filepath.Join(dir, segments[k].name)
+	if res.cutDropsFile {
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+	} else if err := truncateFile(path, res.cut.OffsetBytes); err != nil {
+		return err
+	}
+	return dirFile.Sync()
+}
+
+func truncateFile(path string, sizeBytes int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(sizeBytes); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// resetLog replaces every segment with one empty segment starting at
+// firstIndex, so tidwall's next index is firstIndex. Used when no segment is
+// left, or the log ends before the snapshot (everything in it is covered).
+func resetLog(dir string, dirFile *os.File, segments []segmentFile, firstIndex uint64) error {
+	for i := len(segments) - 1; i >= 0; i-- {
+		if err := os.Remove(filepath.Join(dir, segments[i].name)); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, segmentName(firstIndex)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, filePerm)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return dirFile.Sync()
+}
+
+// removeLeftovers deletes temporary files a crash left behind: they were
+// never renamed into place, so nothing refers to them.
+func removeLeftovers(dir string, names []string) error {
+	for _, name := range names {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
