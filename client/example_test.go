@@ -15,8 +15,9 @@ import (
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// Add Credentials when the broker has users; Transport "tcp" for TCP.
-	c, err := client.Dial(ctx, "localhost:9876", client.ClientOptions{ClientName: "example"})
+	// The built-in fibril/fibril login works from loopback; Transport "tcp" for TCP.
+	c, err := client.Dial(ctx, "localhost:9876", client.ClientOptions{ClientName: "example",
+		Credentials: &client.Credentials{Username: "fibril", Password: "fibril"}})
 	if err != nil {
 		log.Fatal(err)
 	}

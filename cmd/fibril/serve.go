@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fibril-go/fibril/io/broker"
+	"github.com/fibril-go/fibril/transport"
+	"github.com/fibril-go/fibril/transport/certs"
+)
+
+func init() {
+	register("serve", "run the broker (TCP and QUIC on one port, data in a local directory)", runServe)
+}
+
+// userFlags collects repeated --user NAME:PASSWORD flags.
+type userFlags []broker.UserSeed
+
+func (u *userFlags) String() string { return fmt.Sprintf("%d users", len(*u)) }
+func (u *userFlags) Set(v string) error {
+	name, password, ok := strings.Cut(v, ":")
+	if !ok || name == "" || password == "" {
+		return errors.New("want NAME:PASSWORD")
+	}
+	*u = append(*u, broker.UserSeed{Name: name, Password: password})
+	return nil
+}
+
+// listenerAdapter gives a transport.Listener the broker's Listener shape.
+type listenerAdapter struct{ transport.Listener }
+
+func (l listenerAdapter) Accept(ctx context.Context) (broker.Conn, error) {
+	c, err := l.Listener.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func runServe(args []string) int {
+	def := broker.DefaultConfig()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	dataDir := fs.String("data-dir", def.DataDir, "directory for logs, users and TLS material (created if absent)")
+	listen := fs.String("listen", "127.0.0.1:9876", "HOST:PORT for the wire protocol: TCP and QUIC (UDP) on the same port")
+	tcpTLS := fs.Bool("tcp-tls", false, "serve TCP with TLS (plaintext clients get error 426); QUIC is always TLS 1.3")
+	noQUIC := fs.Bool("no-quic", false, "do not serve QUIC")
+	advertise := fs.String("advertise", "", "host clients should dial, as listed in topology (default: the listen host)")
+	graceMs := fs.Int64("reconnect-grace-ms", def.ReconnectGraceMs, "how long a dropped client's session waits for it to resume (0 disables)")
+	leaseMs := fs.Int64("lease-ms", def.Partition.LeaseMs, "how long a delivery stays leased without a settle (delivery.inflight_ttl_ms)")
+	maxRetries := fs.Uint("max-retries", uint(def.Partition.MaxRetriesDefault), "default dlq_max_retries for queues that declare none")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var users userFlags
+	fs.Var(&users, "user", "seed a user NAME:PASSWORD while the user store is empty (repeatable); without users, fibril/fibril works from loopback only")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: fibril serve [flags]\n\nRuns the broker on an embedded default: a local data directory, loopback only, no setup.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintln(os.Stderr, "fibril serve: --log-level:", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	host, portText, err := net.SplitHostPort(*listen)
+	port, perr := strconv.Atoi(portText)
+	if err != nil || perr != nil || port <= 0 || port > 65535 {
+		fmt.Fprintf(os.Stderr, "fibril serve: --listen %q: want HOST:PORT\n", *listen)
+		return 2
+	}
+	cfg := def
+	cfg.DataDir = *dataDir
+	cfg.Logger = logger
+	cfg.Users = users
+	cfg.ReconnectGraceMs = *graceMs
+	cfg.Partition.LeaseMs = *leaseMs
+	cfg.Partition.MaxRetriesDefault = uint32(*maxRetries)
+	cfg.AdvertiseHost = *advertise
+	if cfg.AdvertiseHost == "" {
+		cfg.AdvertiseHost = host
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			cfg.AdvertiseHost, _ = os.Hostname()
+		}
+	}
+	cfg.AdvertisePort = uint16(port)
+	return serve(cfg, *listen, port, *tcpTLS, !*noQUIC)
+}
+
+func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool) int {
+	log := cfg.Logger
+	start := time.Now()
+	b, err := broker.New(cfg)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	material, err := certs.LoadOrCreate(cfg.DataDir, cfg.AdvertiseHost)
+	if err != nil {
+		log.Error("cannot load or create TLS material", "err", err)
+		return 1
+	}
+	if path, err := certs.PublishLocalTrust(material, port); err != nil {
+		log.Warn("could not publish local trust; local clients need --ca-file", "err", err)
+	} else {
+		log.Info("local clients trust this broker through", "file", path)
+	}
+	lc := transport.ListenConfig{Logger: log}
+	var tcpConf = material.ServerTLS()
+	if !tcpTLS {
+		tcpConf = nil
+	}
+	tcp, err := lc.ListenTCP(listen, tcpConf)
+	if err != nil {
+		log.Error("cannot listen on TCP", "addr", listen, "err", err)
+		return 1
+	}
+	b.Serve(listenerAdapter{tcp})
+	if withQUIC {
+		quic, err := lc.ListenQUIC(listen, material.ServerTLS())
+		if err != nil {
+			log.Error("cannot listen on QUIC", "addr", listen, "err", err)
+			b.Close()
+			return 1
+		}
+		b.Serve(listenerAdapter{quic})
+	}
+	log.Info("fibril is serving", "tcp", tcp.Addr().String(), "tcp_tls", tcpTLS, "quic", withQUIC, "alpn", transport.ALPN,
+		"data_dir", cfg.DataDir, "ca_sha256", material.CAFingerprintSHA256, "start_ms", time.Since(start).Milliseconds())
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case sig := <-signals:
+		log.Info("shutting down", "signal", sig.String())
+		if err := b.Close(); err != nil {
+			log.Error("shutdown", "err", err)
+			return 1
+		}
+		return 0
+	case <-b.Failed():
+		b.Close()
+		return 1
+	}
+}
