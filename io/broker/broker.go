@@ -211,6 +211,20 @@ func (b *Broker) loadRunner(id core.QueueID) (*runner, error) {
 	return slot.r, slot.err
 }
 
+// loadedRunner returns the runner of a loaded partition, or nil.
+func (b *Broker) loadedRunner(id core.QueueID) *runner {
+	b.regMu.Lock()
+	slot := b.runners[id]
+	b.regMu.Unlock()
+	if slot == nil {
+		return nil
+	}
+	// A load in progress: wait for it, so the declare is not lost between the
+	// catalogue read at load time and the registry.
+	slot.once.Do(func() { slot.err = errBrokerClosing })
+	return slot.r
+}
+
 // LoadedPartitions counts partitions loaded into memory.
 func (b *Broker) LoadedPartitions() int {
 	b.regMu.Lock()
@@ -260,5 +274,6 @@ func (b *Broker) Close() error {
 			s.r.close()
 		}
 	}
+	b.catalog.close()
 	return b.Err()
 }

@@ -113,6 +113,11 @@ func (b *Broker) startRunner(id core.QueueID) (*runner, error) {
 	r.fedDurable = p.LastIndex()
 	r.committer = logstore.NewCommitter(log, r.onDurable)
 	go r.run()
+	// The catalogue may hold settings declared while this partition was not
+	// loaded (or whose Declare entry a crash lost): apply them first.
+	if in := b.catalog.settings(queueName{Topic: id.Topic, Group: id.Group}).declareInput(p.Settings()); in != nil {
+		r.inbox <- request{in: in}
+	}
 	// Recovery may have timers to arm and dead-letter copies to resend.
 	r.inbox <- request{in: &core.Tick{}}
 	return r, nil

@@ -3,7 +3,6 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/transport/wire"
@@ -253,22 +252,27 @@ func (s *session) handleDeclare(requestID uint64, d *wire.DeclareQueue) {
 		s.replyError(wire.OpError, requestID, wire.CodeInvalid, err.Error())
 		return
 	}
-	in := core.Declare{}
+	var patch queueSettings
 	if d.DLQPolicy.Present {
 		p := d.DLQPolicy.Value
 		policy := core.DLQPolicy{Kind: core.DLQPolicyKind(p.Kind)}
 		if p.Kind == wire.DLQCustom {
-			policy.Target = core.DLQTarget{Topic: p.Topic, Group: p.Group.Value}
-			if _, err := queueOf(p.Topic, p.Group); err != nil {
+			target, err := queueOf(p.Topic, p.Group)
+			if err != nil {
 				s.replyError(wire.OpError, requestID, wire.CodeInvalid, "invalid dead-letter target: "+err.Error())
 				return
 			}
+			if target == q {
+				s.replyError(wire.OpError, requestID, wire.CodeInvalid, core.ErrDeadLetterLoop.Error())
+				return
+			}
+			policy.Target = core.DLQTarget{Topic: target.Topic, Group: target.Group}
 		}
-		in.DLQ = &policy
+		patch.DLQ = &policy
 	}
 	if d.DLQRetriesMax.Present {
 		v := d.DLQRetriesMax.Value
-		in.MaxRetries = &v
+		patch.MaxRetries = &v
 	}
 	if d.DefaultMessageTTLMs.Present {
 		if d.DefaultMessageTTLMs.Value > 1<<62 {
@@ -276,7 +280,7 @@ func (s *session) handleDeclare(requestID uint64, d *wire.DeclareQueue) {
 			return
 		}
 		v := int64(d.DefaultMessageTTLMs.Value)
-		in.DefaultTTLMs = &v
+		patch.DefaultTTLMs = &v
 	}
 	count := uint32(1)
 	if d.PartitionCount.Present && d.PartitionCount.Value > 1 {
@@ -286,37 +290,20 @@ func (s *session) handleDeclare(requestID uint64, d *wire.DeclareQueue) {
 		s.replyError(wire.OpError, requestID, wire.CodeInvalid, fmt.Sprintf("partition_count %d exceeds the limit of %d", count, maxPartitionsPerQueue))
 		return
 	}
-	effective, err := s.b.catalog.ensure(q, count, s.b.cfg.QueuesMax)
+	// The catalogue is the durable record of the declaration: partitions that
+	// are not loaded pick the settings up when they load; loaded ones are told
+	// now, and their logs catch up.
+	effective, err := s.b.catalog.declare(q, count, patch, s.b.cfg.QueuesMax)
 	if err != nil {
-		s.replyError(wire.OpError, requestID, wire.CodeInternal, "declare failed: "+err.Error())
+		s.replyError(wire.OpError, requestID, wire.CodeInternal, "declare failed (retry later): "+err.Error())
 		return
 	}
-	// Every partition applies the settings; the reply waits for all of them.
-	var remaining atomic.Int32
-	var failed atomic.Pointer[core.Error]
-	remaining.Store(int32(effective))
-	done := func(rep *core.Reply) {
-		if rep.Kind == core.ReplyError {
-			failed.CompareAndSwap(nil, rep.Err)
-		}
-		if remaining.Add(-1) != 0 {
-			return
-		}
-		if e := failed.Load(); e != nil {
-			s.replyError(wire.OpError, requestID, wire.ErrorCode(e.Code()), e.Error())
-			return
-		}
-		s.reply(wire.OpDeclareQueueOk, requestID, &wire.DeclareQueueOk{Status: "stored", PartitionCount: effective})
-	}
 	for p := uint32(0); p < effective; p++ {
-		r, err := s.b.loadRunner(core.QueueID{Topic: q.Topic, Group: q.Group, Partition: p})
-		if err != nil {
-			done(&core.Reply{Kind: core.ReplyError, Err: core.ErrStorageBehind})
-			continue
+		if r := s.b.loadedRunner(core.QueueID{Topic: q.Topic, Group: q.Group, Partition: p}); r != nil {
+			r.submit(request{in: &core.Declare{DLQ: patch.DLQ, MaxRetries: patch.MaxRetries, DefaultTTLMs: patch.DefaultTTLMs}})
 		}
-		in := in
-		r.submit(request{in: &in, reply: pendingReply{kind: replyInternal, internal: done}})
 	}
+	s.reply(wire.OpDeclareQueueOk, requestID, &wire.DeclareQueueOk{Status: "stored", PartitionCount: effective})
 }
 
 // maxPartitionsPerQueue bounds one declare.

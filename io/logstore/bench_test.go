@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fibril-go/fibril/core"
 	"github.com/tidwall/wal"
 )
 
@@ -150,5 +149,3 @@ func BenchmarkRecover(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*entries)/time.Since(start).Seconds(), "entries/s")
 }
-
-var _ = core.EntryPublish

@@ -215,6 +215,7 @@ func (c *Committer) takeRound(round []core.Entry) []core.Entry {
 		sizeBytes += n
 		count++
 	}
+	assertTrue(count > 0 || len(queued) == 0, "a round takes at least one queued entry")
 	round = append(round, queued[:count]...)
 	clear(queued[:count])
 	c.head += count

@@ -36,9 +36,11 @@
 // Open reads every segment itself rather than through tidwall (repair.go):
 // it checks each record's framing, CRC, decoding, that its index is its
 // position and that epochs never go back. The first bad record is the cut.
-// A cut that looks like an unfinished write (a torn tail: the bad record is
-// the last frame of the tail segment, or zeros fill the file from it on) is
-// always trimmed. Any other cut is corruption: Options.OnCorruption says
+// A cut that looks like an unfinished write (a torn tail: the bad record,
+// cut off or failing its checksum, is the last frame of the tail segment, or
+// zeros fill the file from it on) is always trimmed: it can only hold writes
+// that were never fsynced, since tidwall fsyncs a segment before it starts
+// the next one and we fsync the tail before reporting anything durable. Any other cut is corruption: Options.OnCorruption says
 // whether Open trims it too (CorruptionTruncate) or leaves the files
 // untouched and returns a *CorruptionError (CorruptionRefuse), so that the
 // driver can quarantine the partition (SPEC §7) until an operator repairs it.

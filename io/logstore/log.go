@@ -223,6 +223,7 @@ func (l *Log) writeBatch(batchBytes int) error {
 // entry needs an fsync of its own. TestSegmentMirror checks this against
 // the directory.
 func (l *Log) mirrorSegmentRolls(frameSizes []int) int {
+	assertTrue(len(frameSizes) > 0, "a batch holds records")
 	rolls := 0
 	if l.tailSegmentBytes > l.opts.SegmentSizeBytes {
 		l.tailSegmentBytes = 0
@@ -235,6 +236,7 @@ func (l *Log) mirrorSegmentRolls(frameSizes []int) int {
 			rolls++
 		}
 	}
+	assertTrue(l.tailSegmentBytes < l.opts.SegmentSizeBytes, "a tail that reached the size has rolled")
 	return rolls
 }
 

@@ -44,7 +44,7 @@ func measureDisk(t *testing.T, messages, backlog int) {
 	}
 	now := int64(1_700_000_000_000)
 	var pending []core.Entry
-	var tags []uint64
+	var tags, ackTags []uint64
 	collect := func(rd *core.Ready) {
 		pending = append(pending, rd.Persist...)
 		for _, d := range rd.Deliveries {
@@ -82,8 +82,10 @@ func measureDisk(t *testing.T, messages, backlog int) {
 		}
 		persist()
 		if len(tags) > 0 {
-			collect(p.Step(&core.Ack{NowMs: now, SubID: 1, Tags: tags}))
+			// The ack's step may deliver more: collect them into tags anew.
+			ackTags = append(ackTags[:0], tags...)
 			tags = tags[:0]
+			collect(p.Step(&core.Ack{NowMs: now, SubID: 1, Tags: ackTags}))
 			persist()
 		}
 		entriesSinceSnapshot = int(l.LastIndex() - lastIndexAtSnapshot)
@@ -100,6 +102,7 @@ func measureDisk(t *testing.T, messages, backlog int) {
 			lastIndexAtSnapshot = p.LastIndex()
 		}
 		now++
+		collect(p.Step(&core.Tick{NowMs: now}))
 	}
 	elapsed := time.Since(start)
 	finalBytes := sizeBytes(t, l)

@@ -34,8 +34,9 @@ type Cut struct {
 	// record below it is intact, it and everything after it are dropped.
 	Index  uint64
 	Reason CutReason
-	// Torn says the damage looks like an unfinished write: the bad record is
-	// the last frame of the tail segment, or zeros fill the file from it on.
+	// Torn says the damage looks like an unfinished write: the bad record,
+	// cut off or failing its checksum, is the last frame of the tail
+	// segment, or zeros fill the file from it on.
 	Torn bool
 	// Segment names the file holding the bad record; OffsetBytes is where
 	// the record's frame starts in it.
@@ -232,7 +233,12 @@ func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64) (sca
 func (res *scanResult) cutRecord(dir string, segments []segmentFile, k int, data []byte, pos int, f frame, index uint64, reason CutReason) error {
 	assertTrue(reason != CutNone, "a cut has a reason")
 	assertTrue(index == res.lastIndex+1, "the cut follows the last valid record")
+	// A write cut short leaves a frame that runs off the end, fails its
+	// checksum, or reads as zeros; a record that passes its checksum but
+	// holds the wrong index or epoch was written whole, so it is corruption
+	// wherever it is.
 	isTail := k == len(segments)-1
+	looksUnfinished := reason == CutTornFrame || reason == CutShortRecord || reason == CutChecksum
 	later, laterRecords, err := laterSegments(dir, segments[k+1:])
 	if err != nil {
 		return err
@@ -240,7 +246,7 @@ func (res *scanResult) cutRecord(dir string, segments []segmentFile, k int, data
 	res.cut = &Cut{
 		Index:          index,
 		Reason:         reason,
-		Torn:           isTail && (f.reachesEOF || allZero(data[pos:])),
+		Torn:           isTail && looksUnfinished && (f.reachesEOF || allZero(data[pos:])),
 		Segment:        segments[k].name,
 		OffsetBytes:    int64(pos),
 		DroppedBytes:   int64(len(data)-pos) + later,

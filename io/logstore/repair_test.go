@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
@@ -291,6 +292,25 @@ func TestIndexMismatch(t *testing.T) {
 	os.Rename(filepath.Join(dir, last.name), filepath.Join(dir, segmentName(last.firstIndex-1)))
 	_, _, err := Open(dir, opts)
 	if ce := asCorruption(t, err); ce.Cut.Reason != CutIndexMismatch || ce.Cut.Index != last.firstIndex-1 {
+		t.Fatalf("reported %+v", ce.Cut)
+	}
+}
+
+// TestWholeWrongRecordAtEndIsNotTorn: a last record that passes its checksum
+// but holds the wrong index was written whole; it is refused, not trimmed.
+func TestWholeWrongRecordAtEndIsNotTorn(t *testing.T) {
+	opts := testOptions(64<<10, CorruptionRefuse)
+	dir := t.TempDir()
+	all := writeLog(t, dir, opts, 20, 13)
+	tail := tailWithRecords(t, dir)
+	stray := atEpoch(publishEntries(999, 1, 10), all[19].Epoch)[0]
+	record := appendRecord(nil, &stray)
+	frame := append(binary.AppendUvarint(nil, uint64(len(record))), record...)
+	f, _ := os.OpenFile(filepath.Join(dir, tail.name), os.O_WRONLY|os.O_APPEND, 0)
+	f.Write(frame)
+	f.Close()
+	_, _, err := Open(dir, opts)
+	if ce := asCorruption(t, err); ce.Cut.Reason != CutIndexMismatch || ce.Cut.Index != 21 || ce.Cut.Torn {
 		t.Fatalf("reported %+v", ce.Cut)
 	}
 }

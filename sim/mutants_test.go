@@ -1,0 +1,386 @@
+package sim_test
+
+// Mutants: deliberately broken variants of the driver/core behaviour, built
+// by wrapping the real partition behind sim.Machine (core/ stays untouched).
+// A checker that cannot fail proves nothing, so TestMutantsAreCaught shows
+// that a plain sweep (seed i runs scenario i mod 7, no swarm) catches each
+// within mutantSeedsMax seeds, and that the real core passes the same seeds.
+// The brief's seven are here, plus four: expiring (rather than forgetting)
+// leases on restart, reporting an ack settled before it is durable, a
+// recovery that drops the last durable entry (DESIGN.md item 10), and
+// deliveries handed out newest first (the FIFO model).
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/scenarios"
+	"github.com/fibril-go/fibril/sim"
+)
+
+// mutantSeedsMax bounds the seeds a mutant may survive.
+const mutantSeedsMax = 200
+
+type mutant struct {
+	name string
+	wrap sim.WrapMachine
+}
+
+func mutants() []mutant {
+	return []mutant{
+		{"confirm-before-durable", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+			return &confirmEarly{Partition: p, early: map[uint64]bool{}}
+		}},
+		{"forget-leases-on-restart", func(p *core.Partition, info sim.MachineInfo) sim.Machine {
+			return newForgetLeases(p, info)
+		}},
+		{"expire-leases-on-restart", func(p *core.Partition, info sim.MachineInfo) sim.Machine {
+			return &expireLeases{Partition: p, pending: info.Recovered, leaseMs: p.Config().LeaseMs}
+		}},
+		{"redeliver-acked", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+			return &redeliverAcked{Partition: p, last: map[uint64]core.Delivery{}}
+		}},
+		{"deliver-before-not-before", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+			return &stripNotBefore{Partition: p}
+		}},
+		{"ignore-prefetch", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+			return &ignorePrefetch{Partition: p}
+		}},
+		{"drop-inflight-on-ttl", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+			return &ttlDropsInflight{Partition: p, inflight: map[uint64]bool{}, faked: map[uint64]bool{}}
+		}},
+		{"settle-before-durable", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+			return &settleEarly{Partition: p, early: map[uint64]bool{}}
+		}},
+		{"recover-drops-last-entry", func(p *core.Partition, info sim.MachineInfo) sim.Machine {
+			if !info.Recovered || len(info.Entries) == 0 {
+				return p
+			}
+			short, err := core.Recover(p.Config(), nil, info.Entries[:len(info.Entries)-1])
+			if err != nil {
+				panic(err)
+			}
+			return short
+		}},
+		{"reverse-delivery-order", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+			return &reverseDeliveries{Partition: p}
+		}},
+		{"lose-retries-on-restart", func(p *core.Partition, info sim.MachineInfo) sim.Machine {
+			return &retriesLost{Partition: p, recovered: info.Recovered}
+		}},
+	}
+}
+
+// confirmEarly releases a publish confirm as soon as the publish is
+// appended, before it is durable, and swallows the real one later.
+type confirmEarly struct {
+	*core.Partition
+	early map[uint64]bool
+}
+
+func (m *confirmEarly) Step(in core.Input) *core.Ready {
+	rd := m.Partition.Step(in)
+	kept := rd.Replies[:0]
+	for _, r := range rd.Replies {
+		if r.Kind == core.ReplyPublished && m.early[r.Ref] {
+			delete(m.early, r.Ref)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	rd.Replies = kept
+	if pub, ok := in.(*core.Publish); ok && pub.Confirm {
+		for _, e := range rd.Persist {
+			if e.Kind == core.EntryPublish {
+				rd.Replies = append(rd.Replies, core.Reply{Ref: pub.Ref, Kind: core.ReplyPublished, Offset: e.Offset})
+				m.early[pub.Ref] = true
+			}
+		}
+	}
+	return rd
+}
+
+// forgetLeases, after a restart, treats the recovered inflight messages as
+// ready: it hands them to the first new subscription at once.
+type forgetLeases struct {
+	*core.Partition
+	inflight []uint64
+}
+
+func newForgetLeases(p *core.Partition, info sim.MachineInfo) *forgetLeases {
+	m := &forgetLeases{Partition: p}
+	if info.Recovered {
+		for offset := uint64(0); offset < p.NextOffset(); offset++ {
+			if v, ok := p.Message(offset); ok && v.State == core.MessageInflight {
+				m.inflight = append(m.inflight, offset)
+			}
+		}
+	}
+	return m
+}
+
+func (m *forgetLeases) Step(in core.Input) *core.Ready {
+	rd := m.Partition.Step(in)
+	if sub, ok := in.(*core.Subscribe); ok && len(m.inflight) > 0 {
+		for _, offset := range m.inflight {
+			if v, ok := m.Message(offset); ok && v.State == core.MessageInflight {
+				rd.Deliveries = append(rd.Deliveries, core.Delivery{SubID: sub.SubID, Tag: 1<<48 + offset, Offset: offset, Retries: v.Retries, Body: v.Body})
+			}
+		}
+		m.inflight = nil
+	}
+	return rd
+}
+
+// expireLeases forgets leases on restart the quiet way: before its first
+// step the recovered partition is told that a whole lease period has passed,
+// so every recovered lease expires (with proper requeue entries) and the
+// messages are redelivered at once.
+type expireLeases struct {
+	*core.Partition
+	pending bool
+	leaseMs int64
+}
+
+func (m *expireLeases) Step(in core.Input) *core.Ready {
+	if m.pending {
+		m.pending = false
+		rd := m.Partition.Step(&core.Tick{NowMs: nowOf(in) + m.leaseMs})
+		persist := append([]core.Entry(nil), rd.Persist...)
+		rd = m.Partition.Step(in)
+		rd.Persist = append(persist, rd.Persist...)
+		return rd
+	}
+	return m.Partition.Step(in)
+}
+
+// redeliverAcked replays a message's last delivery once its ack is durable.
+type redeliverAcked struct {
+	*core.Partition
+	last map[uint64]core.Delivery
+}
+
+func (m *redeliverAcked) Step(in core.Input) *core.Ready {
+	rd := m.Partition.Step(in)
+	for _, d := range rd.Deliveries {
+		m.last[d.Offset] = d
+	}
+	for _, s := range rd.Settled {
+		if d, ok := m.last[s.Offset]; ok && s.Kind == core.SettledAcked {
+			rd.Deliveries = append(rd.Deliveries, d)
+			delete(m.last, s.Offset)
+		}
+	}
+	return rd
+}
+
+// stripNotBefore drops not_before from delayed publishes and retry-after
+// nacks before they reach the core.
+type stripNotBefore struct{ *core.Partition }
+
+func (m *stripNotBefore) Step(in core.Input) *core.Ready {
+	switch x := in.(type) {
+	case *core.Publish:
+		c := *x
+		c.NotBeforeMs = 0
+		in = &c
+	case *core.Nack:
+		c := *x
+		c.NotBeforeMs = 0
+		in = &c
+	}
+	return m.Partition.Step(in)
+}
+
+// ignorePrefetch subscribes with a much larger prefetch than the client
+// asked for (the client's history keeps its own).
+type ignorePrefetch struct{ *core.Partition }
+
+func (m *ignorePrefetch) Step(in core.Input) *core.Ready {
+	if sub, ok := in.(*core.Subscribe); ok {
+		c := *sub
+		c.Prefetch = sub.Prefetch*4 + 4
+		in = &c
+	}
+	return m.Partition.Step(in)
+}
+
+// ttlDropsInflight reports an inflight message discarded as expired once
+// its TTL passes, while its lease still runs.
+type ttlDropsInflight struct {
+	*core.Partition
+	nowMs    int64
+	inflight map[uint64]bool
+	faked    map[uint64]bool
+}
+
+func (m *ttlDropsInflight) Step(in core.Input) *core.Ready {
+	rd := m.Partition.Step(in)
+	if now := nowOf(in); now > m.nowMs {
+		m.nowMs = now
+	}
+	for _, d := range rd.Deliveries {
+		m.inflight[d.Offset] = true
+	}
+	offsets := make([]uint64, 0, len(m.inflight))
+	for offset := range m.inflight {
+		offsets = append(offsets, offset)
+	}
+	sort.Slice(offsets, func(i, j int) bool { return offsets[i] < offsets[j] })
+	for _, offset := range offsets {
+		v, ok := m.Message(offset)
+		if !ok || v.State != core.MessageInflight {
+			delete(m.inflight, offset)
+			continue
+		}
+		if v.ExpiresAtMs != 0 && v.ExpiresAtMs <= m.nowMs && !m.faked[offset] {
+			m.faked[offset] = true
+			rd.Settled = append(rd.Settled, core.Settlement{Offset: offset, Kind: core.SettledDiscarded, Reason: core.ReasonExpired})
+		}
+	}
+	return rd
+}
+
+func nowOf(in core.Input) int64 {
+	switch x := in.(type) {
+	case *core.Tick:
+		return x.NowMs
+	case *core.Persisted:
+		return x.NowMs
+	case *core.Publish:
+		return x.NowMs
+	case *core.Ack:
+		return x.NowMs
+	case *core.Nack:
+		return x.NowMs
+	case *core.Subscribe:
+		return x.NowMs
+	case *core.Unsubscribe:
+		return x.NowMs
+	case *core.Declare:
+		return x.NowMs
+	case *core.SetGlobalDLQ:
+		return x.NowMs
+	case *core.DeadLetterDone:
+		return x.NowMs
+	}
+	return 0
+}
+
+// settleEarly reports an ack as settled for good as soon as the ack entry is
+// appended, before it is durable, and swallows the real report later.
+type settleEarly struct {
+	*core.Partition
+	early map[uint64]bool
+}
+
+func (m *settleEarly) Step(in core.Input) *core.Ready {
+	rd := m.Partition.Step(in)
+	kept := rd.Settled[:0]
+	for _, s := range rd.Settled {
+		if s.Kind == core.SettledAcked && m.early[s.Offset] {
+			delete(m.early, s.Offset)
+			continue
+		}
+		kept = append(kept, s)
+	}
+	rd.Settled = kept
+	if _, ok := in.(*core.Ack); ok {
+		for _, e := range rd.Persist {
+			if e.Kind == core.EntryAck {
+				rd.Settled = append(rd.Settled, core.Settlement{Offset: e.Offset, Kind: core.SettledAcked})
+				m.early[e.Offset] = true
+			}
+		}
+	}
+	return rd
+}
+
+// reverseDeliveries hands out each step's deliveries newest first: every
+// message's own lifecycle stays legal, only the promised order breaks.
+type reverseDeliveries struct{ *core.Partition }
+
+func (m *reverseDeliveries) Step(in core.Input) *core.Ready {
+	rd := m.Partition.Step(in)
+	d := rd.Deliveries
+	for i, j := 0, len(d)-1; i < j; i, j = i+1, j-1 {
+		d[i], d[j] = d[j], d[i]
+	}
+	return rd
+}
+
+// retriesLost reports every delivery of a recovered partition with retry
+// count 0, as if the count were not recovered from the log.
+type retriesLost struct {
+	*core.Partition
+	recovered bool
+}
+
+func (m *retriesLost) Step(in core.Input) *core.Ready {
+	rd := m.Partition.Step(in)
+	if m.recovered {
+		for i := range rd.Deliveries {
+			rd.Deliveries[i].Retries = 0
+		}
+	}
+	return rd
+}
+
+// checksThatFired lists the distinct checks a failing run tripped.
+func checksThatFired(o *sim.Outcome) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range o.Report.Violations {
+		label := v.Check
+		if v.Item > 0 {
+			label = fmt.Sprintf("item %d %s", v.Item, v.Check)
+		}
+		if !seen[label] {
+			seen[label] = true
+			out = append(out, label)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+// sweepScenario is the plain sweep: seed i runs scenario i mod len(All()).
+func sweepScenario(seed uint64) *sim.Scenario {
+	all := scenarios.All()
+	return all[seed%uint64(len(all))]
+}
+
+func TestMutantsAreCaught(t *testing.T) {
+	var table []string
+	for _, m := range mutants() {
+		m := m
+		t.Run(m.name, func(t *testing.T) {
+			caughtAt := uint64(0)
+			var first string
+			for seed := uint64(1); seed <= mutantSeedsMax; seed++ {
+				o := sim.RunChecked(sweepScenario(seed), seed, sim.Options{CheckInvariants: true, Wrap: m.wrap})
+				if !o.OK() {
+					caughtAt = seed
+					first = checksThatFired(o) + "; first: " + o.Report.Violations[0].String()
+					break
+				}
+			}
+			if caughtAt == 0 {
+				t.Fatalf("mutant %s survived %d seeds", m.name, mutantSeedsMax)
+			}
+			// The real core passes every seed the mutant needed.
+			for seed := uint64(1); seed <= caughtAt; seed++ {
+				if o := sim.RunChecked(sweepScenario(seed), seed, sim.Options{CheckInvariants: true}); !o.OK() {
+					t.Fatalf("the real core fails seed %d: %s", seed, o.Report.Summary(5))
+				}
+			}
+			line := fmt.Sprintf("%-26s caught at seed %3d (%s): %s", m.name, caughtAt, sweepScenario(caughtAt).Name, first)
+			t.Log(line)
+			table = append(table, line)
+		})
+	}
+	t.Logf("seeds to catch each mutant:\n%s", strings.Join(table, "\n"))
+}

@@ -1,0 +1,127 @@
+package sim
+
+import (
+	"sync"
+	"time"
+
+	"github.com/fibril-go/fibril/checker"
+)
+
+// Checked runs and sweeps. A run is one goroutine from start to end; a sweep
+// runs independent seeds on parallel workers, which changes nothing inside a
+// run (each has its own world and seed).
+
+// Outcome is one run and the checker's verdict on its history.
+type Outcome struct {
+	Result    *Result
+	Report    *checker.Report
+	RunWall   time.Duration
+	CheckWall time.Duration
+}
+
+// OK reports whether the run passed.
+func (o *Outcome) OK() bool { return o.Report.OK() }
+
+// RunChecked runs a scenario for a seed and checks its history.
+func RunChecked(sc *Scenario, seed uint64, opts Options) *Outcome {
+	start := time.Now()
+	res := Run(sc, seed, opts)
+	runWall := time.Since(start)
+	start = time.Now()
+	rep := &checker.Report{}
+	if !opts.SkipCheck {
+		rep = checker.Check(res.History, checker.Options{})
+	}
+	return &Outcome{Result: res, Report: rep, RunWall: runWall, CheckWall: time.Since(start)}
+}
+
+// SweepOptions says which seeds to run and how.
+type SweepOptions struct {
+	From, To uint64                      // inclusive seed range
+	Pick     func(seed uint64) *Scenario // the scenario for a seed
+	Options  Options
+	Parallel int // workers (at least 1)
+	// OnOutcome sees each outcome, from one goroutine, in completion order.
+	OnOutcome func(*Outcome)
+	// Stop, when it returns true after an outcome, ends the sweep early.
+	Stop func(*Outcome) bool
+}
+
+// SweepSummary adds up a sweep.
+type SweepSummary struct {
+	Runs           int
+	FailedRuns     int
+	Violations     int
+	ClientOps      uint64
+	FaultsInjected uint64
+	Crashes        uint64
+	SimMs          int64
+	RunWall        time.Duration // summed over runs (CPU-ish time of the simulator)
+	CheckWall      time.Duration // summed over runs
+	Wall           time.Duration // elapsed
+}
+
+// Add folds one outcome into the summary.
+func (s *SweepSummary) Add(o *Outcome) {
+	s.Runs++
+	if !o.OK() {
+		s.FailedRuns++
+		s.Violations += len(o.Report.Violations)
+	}
+	s.ClientOps += o.Result.Stats.ClientOps
+	s.FaultsInjected += o.Result.Stats.FaultsInjected
+	s.Crashes += o.Result.Stats.Crashes
+	s.SimMs += o.Result.Stats.SimMs
+	s.RunWall += o.RunWall
+	s.CheckWall += o.CheckWall
+}
+
+// Sweep runs seeds From..To and checks each.
+func Sweep(opts SweepOptions) SweepSummary {
+	start := time.Now()
+	workers := max(opts.Parallel, 1)
+	seeds := make(chan uint64)
+	outcomes := make(chan *Outcome)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seed := range seeds {
+				outcomes <- RunChecked(opts.Pick(seed), seed, opts.Options)
+			}
+		}()
+	}
+	go func() {
+		defer close(seeds)
+		for seed := opts.From; seed <= opts.To; seed++ {
+			select {
+			case seeds <- seed:
+			case <-stop:
+				return
+			}
+			if seed == ^uint64(0) {
+				return
+			}
+		}
+	}()
+	go func() {
+		wg.Wait()
+		close(outcomes)
+	}()
+	var sum SweepSummary
+	stopped := false
+	for o := range outcomes {
+		sum.Add(o)
+		if opts.OnOutcome != nil {
+			opts.OnOutcome(o)
+		}
+		if !stopped && opts.Stop != nil && opts.Stop(o) {
+			stopped = true
+			close(stop)
+		}
+	}
+	sum.Wall = time.Since(start)
+	return sum
+}

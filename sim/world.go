@@ -1,0 +1,262 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/fibril-go/fibril/checker"
+	"github.com/fibril-go/fibril/core"
+)
+
+// The world is one run: the event queue, the true clock, the network, the
+// nodes and the clients, all driven from one goroutine. Invariants:
+//   - every choice comes from Rand streams forked from the run's seed, and
+//     every iteration whose order matters goes over slices, never maps;
+//   - the safety phase runs with the scenario's faults, the liveness phase
+//     with every fault off, and the run ends when the work has drained
+//     (quiescent) or when the liveness phase's time is up.
+
+type phase uint8
+
+const (
+	phaseSafety phase = iota + 1
+	phaseLiveness
+	phaseDone
+)
+
+// partSpec is one partition of the catalogue every node agrees on.
+type partSpec struct {
+	queue    QueueConfig
+	queueIdx int
+	queueID  core.QueueID
+}
+
+// World holds the state of one run.
+type World struct {
+	scenario        *Scenario
+	seed            uint64
+	swarm           bool
+	safetyFaults    Faults
+	faults          Faults // the active knobs: safetyFaults, then calm
+	rng             *Rand
+	q               eventQueue
+	nowMs           int64
+	phase           phase
+	net             *Network
+	nodes           []*Node
+	clients         []*Client
+	catalogue       []*partSpec
+	rec             *recorder
+	checkInvariants bool
+	wrapFn          WrapMachine
+	stats           RunStats
+	stopped         bool
+	aborted         string
+	quiescent       bool
+
+	nextConnID uint64
+	nextOp     uint64
+	nextSubID  uint64
+	nextMsgID  uint64
+}
+
+// RunStats sums up a run.
+type RunStats struct {
+	ClientOps      uint64 // client calls (publish, subscribe, unsubscribe, settle per tag) + deliveries
+	Publishes      uint64
+	Deliveries     uint64
+	Settles        uint64
+	FaultsInjected uint64 // crashes, torn writes, partitions, clock jumps, resets, lost and duplicated packets, vanishes
+	Crashes        uint64
+	Steps          uint64
+	Events         uint64
+	SimMs          int64
+}
+
+func (w *World) at(atMs int64, run func()) {
+	if atMs < w.nowMs {
+		atMs = w.nowMs
+	}
+	w.q.push(atMs, run)
+}
+
+func (w *World) after(delayMs int64, run func()) { w.at(w.nowMs+delayMs, run) }
+
+// fault records an injected fault.
+func (w *World) fault(format string, args ...any) {
+	w.stats.FaultsInjected++
+	w.rec.add(checker.Event{Kind: checker.KindFault, Text: fmt.Sprintf(format, args...)})
+}
+
+func (w *World) note(text string) {
+	w.rec.add(checker.Event{Kind: checker.KindNote, Text: text})
+}
+
+// abort stops the run: something that must never happen did (a core
+// invariant or assertion broke). The history up to here is kept.
+func (w *World) abort(why string) {
+	if w.aborted == "" {
+		w.aborted = why
+		w.rec.add(checker.Event{Kind: checker.KindAbort, Text: why})
+	}
+	w.stopped = true
+}
+
+func (w *World) wrap(p *core.Partition, info MachineInfo) Machine {
+	if w.wrapFn == nil {
+		return p
+	}
+	return w.wrapFn(p, info)
+}
+
+// partitionFor returns the catalogue index of partition 0 of topic, or -1.
+func (w *World) partitionFor(topic, group string) int {
+	for i, spec := range w.catalogue {
+		if spec.queueID.Topic == topic && spec.queueID.Group == core.NormalizeGroup(group) && spec.queueID.Partition == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+func (w *World) newOp() uint64 {
+	w.nextOp++
+	return w.nextOp
+}
+
+// startFaultProcesses schedules the random partitions and clock jumps.
+func (w *World) startFaultProcesses() {
+	f := &w.safetyFaults
+	if f.PartitionMeanIntervalMs > 0 {
+		var next func()
+		next = func() {
+			if w.phase != phaseSafety {
+				return
+			}
+			w.net.partition(f.PartitionClientsRatio, w.rng.RangeInt64(1, 2*f.PartitionMeanDurationMs), "random")
+			w.after(w.rng.RangeInt64(1, 2*f.PartitionMeanIntervalMs), next)
+		}
+		w.after(w.rng.RangeInt64(1, 2*f.PartitionMeanIntervalMs), next)
+	}
+	if f.ClockJumpMeanIntervalMs > 0 && f.ClockJumpMs > 0 {
+		var next func()
+		next = func() {
+			if w.phase != phaseSafety {
+				return
+			}
+			node := w.nodes[w.rng.Intn(len(w.nodes))]
+			w.jumpClock(node, w.rng.RangeInt64(-f.ClockJumpMs, f.ClockJumpMs))
+			w.after(w.rng.RangeInt64(1, 2*f.ClockJumpMeanIntervalMs), next)
+		}
+		w.after(w.rng.RangeInt64(1, 2*f.ClockJumpMeanIntervalMs), next)
+	}
+}
+
+func (w *World) jumpClock(n *Node, deltaMs int64) {
+	if deltaMs == 0 {
+		return
+	}
+	n.clock.Jump(deltaMs)
+	w.fault("clock jump node %d by %+dms", n.id, deltaMs)
+}
+
+// schedule applies the scenario's fixed fault schedule.
+func (w *World) schedule(faults []ScheduledFault) {
+	for _, sf := range faults {
+		sf := sf
+		w.at(sf.AtMs, func() {
+			if w.phase != phaseSafety {
+				return
+			}
+			switch sf.Kind {
+			case FaultCrash:
+				if n := w.nodes[sf.Target%len(w.nodes)]; n.up {
+					n.crash("scheduled")
+				}
+			case FaultPartition:
+				w.net.partition(sf.Ratio, sf.DurationMs, "scheduled")
+			case FaultClockJump:
+				w.jumpClock(w.nodes[sf.Target%len(w.nodes)], sf.AmountMs)
+			case FaultVanish:
+				w.vanish(sf.Ratio, sf.DurationMs)
+			case FaultResetConnections:
+				for _, c := range w.clients {
+					if c.conn != nil && w.rng.Chance(sf.Ratio) {
+						w.net.reset(c.conn, "scheduled reset")
+						w.fault("reset connection of client %d", c.id)
+					}
+				}
+			}
+		})
+	}
+}
+
+// vanish makes ratio of the consumers stop settling for durationMs: they
+// keep their connections and deliveries, so every lease they hold expires.
+func (w *World) vanish(ratio float64, durationMs int64) {
+	var gone []uint32
+	for _, c := range w.clients {
+		if c.consumer && w.rng.Chance(ratio) {
+			c.vanishUntilMs = w.nowMs + durationMs
+			gone = append(gone, c.id)
+			c := c
+			w.after(durationMs, func() { c.comeBack() })
+		}
+	}
+	if len(gone) > 0 {
+		w.fault("consumers %v vanish for %dms", gone, durationMs)
+	}
+}
+
+// startLiveness turns every fault off and lets the consumers drain.
+func (w *World) startLiveness() {
+	if w.stopped {
+		return
+	}
+	w.phase = phaseLiveness
+	w.faults = w.safetyFaults.Calm()
+	w.net.heal()
+	w.rec.add(checker.Event{Kind: checker.KindPhase, Text: "liveness: faults off, consumers drain"})
+	for _, c := range w.clients {
+		c.vanishUntilMs = 0
+	}
+	w.checkQuiescent()
+}
+
+// quiescentCheckMs is how often the liveness phase looks for the end.
+const quiescentCheckMs = 100
+
+func (w *World) checkQuiescent() {
+	if w.stopped || w.phase != phaseLiveness {
+		return
+	}
+	if w.isQuiescent() {
+		w.quiescent = true
+		w.stopped = true
+		return
+	}
+	w.after(quiescentCheckMs, w.checkQuiescent)
+}
+
+// isQuiescent: every node is up with nothing live and nothing unpersisted,
+// no dead-letter copy is on its way, and no packet is in flight.
+func (w *World) isQuiescent() bool {
+	if w.net.inFlight > 0 {
+		return false
+	}
+	for _, n := range w.nodes {
+		if !n.up || n.sync.inFlight || n.sync.scheduled {
+			return false
+		}
+		for _, ps := range n.parts {
+			if ps.m.Live() > 0 || ps.appendedIndex != ps.persistedIndex {
+				return false
+			}
+		}
+		for _, r := range n.refs {
+			if r.kind == refDeadLetter {
+				return false
+			}
+		}
+	}
+	return true
+}
