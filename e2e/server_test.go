@@ -6,6 +6,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -167,3 +168,5 @@ func nothing(t testing.TB, sub *client.Subscription, within time.Duration) {
 	case <-time.After(within):
 	}
 }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

@@ -101,6 +101,7 @@ func runServe(args []string) int {
 func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool) int {
 	log := cfg.Logger
 	start := time.Now()
+	raiseOpenFilesLimit(log)
 	b, err := broker.New(cfg)
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -151,5 +152,18 @@ func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool) in
 	case <-b.Failed():
 		b.Close()
 		return 1
+	}
+}
+
+// raiseOpenFilesLimit lifts the soft limit on open files to the hard one: each
+// loaded queue partition keeps its log segment open, and each client a socket.
+func raiseOpenFilesLimit(log *slog.Logger) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur >= lim.Max {
+		return
+	}
+	lim.Cur = lim.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		log.Warn("could not raise the open files limit", "err", err)
 	}
 }
