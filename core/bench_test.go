@@ -105,3 +105,20 @@ func TestReadyMessageFootprint(t *testing.T) {
 	runtime.KeepAlive(pubs)
 	runtime.KeepAlive(p)
 }
+
+// BenchmarkSnapshot100k measures encoding a snapshot of 100k ready messages
+// of 1 KiB.
+func BenchmarkSnapshot100k(b *testing.B) {
+	p, _ := NewPartition(DefaultConfig(QueueID{Topic: "snap"}))
+	payload := make([]byte, 1024)
+	for i := 0; i < 100_000; i++ {
+		p.Step(&Publish{NowMs: 1, Body: &Body{Payload: payload}})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if len(p.Snapshot()) < 100_000*1024 {
+			b.Fatal("short snapshot")
+		}
+	}
+}

@@ -199,7 +199,10 @@ func (r *runner) step(in core.Input, reply pendingReply) {
 	stampInput(in, now, ref)
 	rd := r.p.Step(in)
 	if len(rd.Persist) > 0 {
-		r.committer.Submit(rd.Persist)
+		if err := r.committer.Submit(rd.Persist); err != nil {
+			// Storage is gone: nothing more may be promised from this log.
+			r.b.fatal(fmt.Errorf("queue %s: storage refused entries: %w", r.id, err))
+		}
 		r.entriesSinceSnapshot += len(rd.Persist)
 	}
 	for i := range rd.Replies {
