@@ -112,7 +112,7 @@ func (p *Partition) makeReadyOrDelayed(offset uint64, m *message, notBeforeMs in
 		return
 	}
 	m.state, m.dueMs = stateReady, 0
-	p.requeued.push(offset)
+	p.requeued.push(readyOffset(offset))
 	p.readyCount++
 }
 
@@ -184,7 +184,7 @@ func (p *Partition) peekLowestReady() (uint64, bool) {
 		p.fresh.pop()
 	}
 	for len(p.requeued) > 0 {
-		if m := p.store.get(p.requeued.top()); m != nil && m.state == stateReady {
+		if m := p.store.get(uint64(p.requeued.top())); m != nil && m.state == stateReady {
 			break
 		}
 		p.requeued.pop()
@@ -193,11 +193,11 @@ func (p *Partition) peekLowestReady() (uint64, bool) {
 	case p.fresh.len() == 0 && len(p.requeued) == 0:
 		return 0, false
 	case p.fresh.len() == 0:
-		return p.requeued.top(), true
+		return uint64(p.requeued.top()), true
 	case len(p.requeued) == 0:
 		return p.fresh.front(), true
 	}
-	return min(p.fresh.front(), p.requeued.top()), true
+	return min(p.fresh.front(), uint64(p.requeued.top())), true
 }
 
 func (p *Partition) popLowestReady() (uint64, bool) {

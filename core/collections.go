@@ -49,68 +49,17 @@ func (q *offsetQueue) grow() {
 	q.buf, q.head = next, 0
 }
 
-// offsetHeap is a min-heap of offsets: messages that became ready again, so
-// older messages go first.
-type offsetHeap []uint64
+// ordered is what a minHeap holds: a type that knows its own order.
+type ordered[T any] interface {
+	before(T) bool
+}
 
-func (h *offsetHeap) push(x uint64) {
+// minHeap is a binary min-heap: requeued offsets (older first) and timers
+// (earliest first).
+type minHeap[T ordered[T]] []T
+
+func (h *minHeap[T]) push(x T) {
 	*h = append(*h, x)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if s[parent] <= s[i] {
-			break
-		}
-		s[parent], s[i] = s[i], s[parent]
-		i = parent
-	}
-}
-
-func (h offsetHeap) top() uint64 { return h[0] }
-
-func (h *offsetHeap) pop() uint64 {
-	s := *h
-	x := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s = s[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(s) && s[l] < s[m] {
-			m = l
-		}
-		if r < len(s) && s[r] < s[m] {
-			m = r
-		}
-		if m == i {
-			break
-		}
-		s[m], s[i] = s[i], s[m]
-		i = m
-	}
-	*h = s
-	return x
-}
-
-// timer is a deadline for one message. Heaps of timers are lazily cleaned: an
-// entry whose message no longer has that deadline is skipped when it surfaces.
-type timer struct {
-	atMs   int64
-	offset uint64
-}
-
-func (a timer) before(b timer) bool {
-	if a.atMs != b.atMs {
-		return a.atMs < b.atMs
-	}
-	return a.offset < b.offset
-}
-
-// timerHeap is a min-heap of timers ordered by (atMs, offset).
-type timerHeap []timer
-
-func (h *timerHeap) push(t timer) {
-	*h = append(*h, t)
 	s := *h
 	for i := len(s) - 1; i > 0; {
 		parent := (i - 1) / 2
@@ -122,9 +71,9 @@ func (h *timerHeap) push(t timer) {
 	}
 }
 
-func (h timerHeap) top() timer { return h[0] }
+func (h minHeap[T]) top() T { return h[0] }
 
-func (h *timerHeap) pop() timer {
+func (h *minHeap[T]) pop() T {
 	s := *h
 	x := s[0]
 	last := len(s) - 1
@@ -135,7 +84,7 @@ func (h *timerHeap) pop() timer {
 	return x
 }
 
-func (h timerHeap) siftDown(i int) {
+func (h minHeap[T]) siftDown(i int) {
 	for {
 		l, r, m := 2*i+1, 2*i+2, i
 		if l < len(h) && h[l].before(h[m]) {
@@ -153,8 +102,32 @@ func (h timerHeap) siftDown(i int) {
 }
 
 // heapify restores heap order over arbitrary contents in O(n).
-func (h timerHeap) heapify() {
+func (h minHeap[T]) heapify() {
 	for i := len(h)/2 - 1; i >= 0; i-- {
 		h.siftDown(i)
 	}
 }
+
+// readyOffset orders requeued offsets: the oldest message goes first.
+type readyOffset uint64
+
+func (a readyOffset) before(b readyOffset) bool { return a < b }
+
+// timer is a deadline for one message. Heaps of timers are lazily cleaned: an
+// entry whose message no longer has that deadline is skipped when it surfaces.
+type timer struct {
+	atMs   int64
+	offset uint64
+}
+
+func (a timer) before(b timer) bool {
+	if a.atMs != b.atMs {
+		return a.atMs < b.atMs
+	}
+	return a.offset < b.offset
+}
+
+type (
+	offsetHeap = minHeap[readyOffset]
+	timerHeap  = minHeap[timer]
+)

@@ -57,7 +57,7 @@ func (p *Partition) CheckInvariants() error {
 		seen[p.fresh.buf[(p.fresh.head+i)%len(p.fresh.buf)]]++
 	}
 	for _, offset := range p.requeued {
-		seen[offset]++
+		seen[uint64(offset)]++
 	}
 	indexed := 0
 	for offset, n := range seen {
