@@ -58,13 +58,7 @@ type quicListener struct {
 	ln  *quic.Listener
 	cfg ListenConfig
 
-	ready     chan Conn
-	slots     chan struct{}
-	closed    chan struct{}
-	closeOnce sync.Once
-	done      chan struct{}
-	acceptErr error
-	handlers  sync.WaitGroup
+	handoff
 }
 
 // ListenQUIC listens for Fibril wire connections over QUIC on UDP. tlsConf is
@@ -82,12 +76,9 @@ func (lc ListenConfig) ListenQUIC(addr string, tlsConf *tls.Config) (Listener, e
 		return nil, fmt.Errorf("transport: listen quic %s: %w", addr, err)
 	}
 	l := &quicListener{
-		ln:     ln,
-		cfg:    cfg,
-		ready:  make(chan Conn),
-		slots:  make(chan struct{}, cfg.HandshakesInflightMax),
-		closed: make(chan struct{}),
-		done:   make(chan struct{}),
+		ln:      ln,
+		cfg:     cfg,
+		handoff: newHandoff("quic", cfg.HandshakesInflightMax),
 	}
 	go l.acceptLoop()
 	return l, nil
@@ -95,34 +86,9 @@ func (lc ListenConfig) ListenQUIC(addr string, tlsConf *tls.Config) (Listener, e
 
 func (l *quicListener) Addr() net.Addr { return l.ln.Addr() }
 
-func (l *quicListener) Accept(ctx context.Context) (Conn, error) {
-	select {
-	case c := <-l.ready:
-		return c, nil
-	case <-l.closed:
-		return nil, fmt.Errorf("transport: accept: %w", net.ErrClosed)
-	case <-l.done:
-		select {
-		case <-l.closed: // the loop stopped because of Close
-			return nil, fmt.Errorf("transport: accept: %w", net.ErrClosed)
-		default:
-		}
-		return nil, fmt.Errorf("transport: quic accept loop stopped: %w", l.acceptErr)
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
+func (l *quicListener) Accept(ctx context.Context) (Conn, error) { return l.accept(ctx) }
 
-func (l *quicListener) Close() error {
-	var err error
-	l.closeOnce.Do(func() {
-		close(l.closed)
-		err = l.ln.Close()
-		<-l.done
-		l.handlers.Wait()
-	})
-	return err
-}
+func (l *quicListener) Close() error { return l.close(l.ln.Close) }
 
 func (l *quicListener) acceptLoop() {
 	defer close(l.done)

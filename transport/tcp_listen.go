@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 )
 
@@ -28,13 +27,7 @@ type tcpListener struct {
 	tlsConf *tls.Config // nil: plaintext listener
 	cfg     ListenConfig
 
-	ready     chan Conn     // prepared connections waiting for Accept (unbuffered)
-	slots     chan struct{} // one token per connection between accept and Accept
-	closed    chan struct{} // closed by Close
-	closeOnce sync.Once
-	acceptErr error         // set before done is closed, when the accept loop stopped on its own
-	done      chan struct{} // closed when the accept loop returns
-	handlers  sync.WaitGroup
+	handoff
 }
 
 // ListenTCP listens for Fibril wire connections on TCP. tlsConf nil means a
@@ -56,10 +49,7 @@ func (lc ListenConfig) ListenTCP(addr string, tlsConf *tls.Config) (Listener, er
 		ln:      ln,
 		tlsConf: tlsConf,
 		cfg:     cfg,
-		ready:   make(chan Conn),
-		slots:   make(chan struct{}, cfg.HandshakesInflightMax),
-		closed:  make(chan struct{}),
-		done:    make(chan struct{}),
+		handoff: newHandoff("tcp", cfg.HandshakesInflightMax),
 	}
 	go l.acceptLoop()
 	return l, nil
@@ -67,36 +57,11 @@ func (lc ListenConfig) ListenTCP(addr string, tlsConf *tls.Config) (Listener, er
 
 func (l *tcpListener) Addr() net.Addr { return l.ln.Addr() }
 
-func (l *tcpListener) Accept(ctx context.Context) (Conn, error) {
-	select {
-	case c := <-l.ready:
-		return c, nil
-	case <-l.closed:
-		return nil, fmt.Errorf("transport: accept: %w", net.ErrClosed)
-	case <-l.done:
-		select {
-		case <-l.closed: // the loop stopped because of Close
-			return nil, fmt.Errorf("transport: accept: %w", net.ErrClosed)
-		default:
-		}
-		return nil, fmt.Errorf("transport: accept loop stopped: %w", l.acceptErr)
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
+func (l *tcpListener) Accept(ctx context.Context) (Conn, error) { return l.accept(ctx) }
 
 // Close stops the accept loop and waits for the per-connection handlers, which
 // close any connection not yet handed out.
-func (l *tcpListener) Close() error {
-	var err error
-	l.closeOnce.Do(func() {
-		close(l.closed)
-		err = l.ln.Close()
-		<-l.done
-		l.handlers.Wait()
-	})
-	return err
-}
+func (l *tcpListener) Close() error { return l.close(l.ln.Close) }
 
 func (l *tcpListener) acceptLoop() {
 	defer close(l.done)
