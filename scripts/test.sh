@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# The test command: vet, every test (unit, rapid, simulator sweep, WAL,
-# transport, client, end-to-end against real `fibril serve` processes), then
-# a short run of every fuzz target. FIBRIL_FUZZ_SECONDS sets the fuzz time per
+# The test command: vet, a short run of every fuzz target, then every test
+# (unit, rapid, simulator sweep, WAL, transport, client, end-to-end against
+# real `fibril serve` processes), whose summary closes the output. FIBRIL_FUZZ_SECONDS sets the fuzz time per
 # target (default 1; 0 skips fuzzing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
 
 go vet ./...
-go test ./...
 
 fuzz_seconds="${FIBRIL_FUZZ_SECONDS:-1}"
 if [ "$fuzz_seconds" != "0" ]; then
@@ -21,3 +20,5 @@ if [ "$fuzz_seconds" != "0" ]; then
     done
   done
 fi
+
+go test ./...
