@@ -186,3 +186,12 @@ func syncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// checkCredentials runs one password check, at most authChecksInflightMax at a
+// time: each argon2id check takes argonMemoryKiB of memory, and unauthenticated
+// peers must not be able to multiply that.
+func (b *Broker) checkCredentials(name, password string, loopback bool) error {
+	b.authSlots <- struct{}{}
+	defer func() { <-b.authSlots }()
+	return b.users.check(name, password, loopback, b.cfg.AllowDefaultLoopback)
+}

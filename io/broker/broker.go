@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/transport/wire"
@@ -50,6 +52,11 @@ type Broker struct {
 	listenMu  sync.Mutex
 	listeners []Listener
 
+	authSlots chan struct{} // bounds concurrent password checks
+
+	connMu sync.Mutex
+	conns  map[Conn]struct{} // every accepted socket, closed by Close
+
 	nextSubID     atomic.Uint64
 	nextSessionID atomic.Uint64
 
@@ -62,10 +69,12 @@ type Broker struct {
 	closing  atomic.Bool
 }
 
+// runnerSlot is one partition's place in the registry; r and err are set
+// before ready is closed and never change after.
 type runnerSlot struct {
-	once sync.Once
-	r    *runner
-	err  error
+	ready chan struct{}
+	r     *runner
+	err   error
 }
 
 // New opens the data directory and its stores. It listens on nothing: hand
@@ -89,6 +98,7 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{
 		cfg: cfg, log: cfg.Logger, users: users, catalog: cat, metrics: &metrics{},
 		runners: map[core.QueueID]*runnerSlot{}, sessions: map[wire.UUID]*session{},
+		authSlots: make(chan struct{}, max(2, runtime.GOMAXPROCS(0))), conns: map[Conn]struct{}{},
 		ctx: ctx, cancel: cancel, failed: make(chan struct{}),
 	}
 	if _, err := rand.Read(b.ownerID[:]); err != nil {
@@ -124,10 +134,16 @@ func (b *Broker) HandleConn(c Conn) {
 		c.Close()
 		return
 	}
+	b.connMu.Lock()
+	b.conns[c] = struct{}{}
+	b.connMu.Unlock()
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		serveConn(b, c)
+		b.connMu.Lock()
+		delete(b.conns, c)
+		b.connMu.Unlock()
 	}()
 }
 
@@ -197,21 +213,32 @@ func (b *Broker) loadRunner(id core.QueueID) (*runner, error) {
 	}
 	b.regMu.Lock()
 	slot := b.runners[id]
-	if slot == nil {
-		slot = &runnerSlot{}
+	loader := slot == nil
+	if loader {
+		slot = &runnerSlot{ready: make(chan struct{})}
 		b.runners[id] = slot
 	}
 	b.regMu.Unlock()
-	slot.once.Do(func() {
-		slot.r, slot.err = b.startRunner(id)
-		if slot.err != nil {
-			b.log.Error("queue failed to load", "queue", id.String(), "err", slot.err)
-		}
-	})
+	if !loader {
+		<-slot.ready
+		return slot.r, slot.err
+	}
+	slot.r, slot.err = b.startRunner(id)
+	if slot.err != nil {
+		b.log.Error("queue failed to load", "queue", id.String(), "err", slot.err)
+		// Forget the failure, so the next use tries again (a full disk or
+		// too many open files can pass).
+		b.regMu.Lock()
+		delete(b.runners, id)
+		b.regMu.Unlock()
+	}
+	close(slot.ready)
 	return slot.r, slot.err
 }
 
-// loadedRunner returns the runner of a loaded partition, or nil.
+// loadedRunner returns the runner of a loaded partition (waiting for a load
+// in progress, so a declare is not lost between the catalogue read at load
+// time and the registry), or nil.
 func (b *Broker) loadedRunner(id core.QueueID) *runner {
 	b.regMu.Lock()
 	slot := b.runners[id]
@@ -219,9 +246,7 @@ func (b *Broker) loadedRunner(id core.QueueID) *runner {
 	if slot == nil {
 		return nil
 	}
-	// A load in progress: wait for it, so the declare is not lost between the
-	// catalogue read at load time and the registry.
-	slot.once.Do(func() { slot.err = errBrokerClosing })
+	<-slot.ready
 	return slot.r
 }
 
@@ -231,12 +256,19 @@ func (b *Broker) LoadedPartitions() int {
 	defer b.regMu.Unlock()
 	n := 0
 	for _, s := range b.runners {
-		if s.r != nil {
-			n++
+		select {
+		case <-s.ready:
+			if s.r != nil {
+				n++
+			}
+		default:
 		}
 	}
 	return n
 }
+
+// goingAwayFlushMs is how long Close lets GOING_AWAY frames leave.
+const goingAwayFlushMs = 100
 
 // Close stops the broker: tells clients it is going away, ends sessions,
 // flushes every log.
@@ -259,9 +291,14 @@ func (b *Broker) Close() error {
 		l.Close()
 	}
 	b.listenMu.Unlock()
-	for _, s := range sessions {
-		s.closeConn()
+	// Give the GOING_AWAY frames a moment to leave, then close every socket,
+	// including ones still in their handshake.
+	time.Sleep(goingAwayFlushMs * time.Millisecond)
+	b.connMu.Lock()
+	for c := range b.conns {
+		c.Close()
 	}
+	b.connMu.Unlock()
 	b.wg.Wait()
 	b.regMu.Lock()
 	slots := make([]*runnerSlot, 0, len(b.runners))
@@ -270,6 +307,7 @@ func (b *Broker) Close() error {
 	}
 	b.regMu.Unlock()
 	for _, s := range slots {
+		<-s.ready
 		if s.r != nil {
 			s.r.close()
 		}

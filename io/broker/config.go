@@ -63,7 +63,7 @@ func DefaultConfig() Config {
 		HeartbeatInterval:    5 * time.Second,
 		FramePayloadBytesMax: wire.PayloadSizeBytesMaxDefault,
 		OutboxBytesMax:       256 << 20,
-		RunnerInboxMax:       65536,
+		RunnerInboxMax:       4096,
 		QueuesMax:            100_000,
 		AllowDefaultLoopback: true,
 		Partition:            core.DefaultConfig(core.QueueID{Topic: "template"}),

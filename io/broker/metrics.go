@@ -21,6 +21,9 @@ type metrics struct {
 	graceEntered atomic.Uint64
 	graceExpired atomic.Uint64
 	resumed      atomic.Uint64
+	// unconfirmedRefused counts unconfirmed publishes the core refused (queue
+	// full, storage behind): they get no ERROR, which would kill the client.
+	unconfirmedRefused atomic.Uint64
 }
 
 func (m *metrics) settled(s []core.Settlement) {

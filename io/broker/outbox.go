@@ -22,11 +22,34 @@ type outbox struct {
 	max      int
 	overflow bool
 	closed   bool
-	notify   chan struct{}
+	notify   chan struct{} // the attached writer's wake-up; nil while dormant
 }
 
 func newOutbox(max int) *outbox {
-	return &outbox{max: max, notify: make(chan struct{}, 1)}
+	return &outbox{max: max}
+}
+
+// attachWriter gives a new writer its own wake-up channel and closes the
+// previous writer's, which makes that writer exit.
+func (o *outbox) attachWriter() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.notify != nil {
+		close(o.notify)
+	}
+	o.notify = make(chan struct{}, 1)
+	o.notify <- struct{}{} // anything already queued goes out (once released)
+	return o.notify
+}
+
+// detachWriter stops the current writer.
+func (o *outbox) detachWriter() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.notify != nil {
+		close(o.notify)
+		o.notify = nil
+	}
 }
 
 // appendFrame encodes a frame with fn; push says whether it is an unsolicited
@@ -55,6 +78,11 @@ func (o *outbox) appendFrame(push bool, fn func([]byte) []byte) bool {
 }
 
 func (o *outbox) wake() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.notify == nil {
+		return
+	}
 	select {
 	case o.notify <- struct{}{}:
 	default:
@@ -92,8 +120,8 @@ func (o *outbox) release() {
 	o.wake()
 }
 
-// dropReplies forgets queued bytes that belonged to a dead connection, keeping
-// nothing: its replies answer requests the next connection never made.
+// reset forgets queued bytes that belonged to a dead connection: its replies
+// answer requests the next connection never made.
 func (o *outbox) reset() {
 	o.mu.Lock()
 	o.buf = o.buf[:0]
@@ -106,6 +134,9 @@ func (o *outbox) reset() {
 func (o *outbox) close() {
 	o.mu.Lock()
 	o.closed = true
+	if o.notify != nil {
+		close(o.notify)
+		o.notify = nil
+	}
 	o.mu.Unlock()
-	o.wake()
 }

@@ -10,7 +10,7 @@ import (
 // handleReconcile matches the subscriptions a reconnecting client remembers
 // against the session's (PROTOCOL.md §7.8) and answers RECONCILE_RESULT
 // before any push (the caller releases held pushes after it).
-func (s *session) handleReconcile(requestID uint64, rc *wire.ReconcileClient) {
+func (s connRef) handleReconcile(requestID uint64, rc *wire.ReconcileClient) {
 	s.mu.Lock()
 	serverSubs := make(map[wire.QueueKey]*binding, len(s.subs))
 	for k, v := range s.subs {
@@ -18,6 +18,7 @@ func (s *session) handleReconcile(requestID uint64, rc *wire.ReconcileClient) {
 	}
 	s.mu.Unlock()
 	var entries []wire.ReconcileEntry
+	seen := make(map[wire.QueueKey]bool, len(rc.Subscriptions))
 	for _, cs := range rc.Subscriptions {
 		q, err := queueOf(cs.Topic, cs.Group)
 		if err != nil {
@@ -25,6 +26,13 @@ func (s *session) handleReconcile(requestID uint64, rc *wire.ReconcileClient) {
 			continue
 		}
 		key := wire.QueueKey{Topic: q.Topic, Partition: cs.Partition, Group: groupOpt(q.Group)}
+		if seen[key] {
+			// One subscription per queue partition and session: a repeat
+			// would orphan the first binding.
+			entries = append(entries, closeClient(cs, wire.ReasonServerMismatch, "server_mismatch"))
+			continue
+		}
+		seen[key] = true
 		bnd := serverSubs[key]
 		delete(serverSubs, key)
 		switch {
@@ -94,7 +102,7 @@ func (bnd *binding) asReconcileSub() wire.ReconcileSub {
 }
 
 // unsubscribe ends one subscription broker-side; its deliveries requeue.
-func (s *session) unsubscribe(bnd *binding) {
+func (s connRef) unsubscribe(bnd *binding) {
 	s.mu.Lock()
 	if s.subs[bnd.key] == bnd {
 		delete(s.subs, bnd.key)
@@ -105,24 +113,30 @@ func (s *session) unsubscribe(bnd *binding) {
 
 // restore subscribes anew for a client-only subscription and waits for the
 // core's answer.
-func (s *session) restore(q queueName, cs wire.ReconcileSub) *binding {
+func (s connRef) restore(q queueName, cs wire.ReconcileSub) *binding {
 	r, err := s.b.runnerForExact(q, cs.Partition)
 	if err != nil {
 		return nil
 	}
 	key := wire.QueueKey{Topic: q.Topic, Partition: cs.Partition, Group: groupOpt(q.Group)}
-	bnd := &binding{subID: s.b.nextSubID.Add(1), sess: s, key: key, prefetch: cs.Prefetch, autoAck: cs.AutoAck, r: r}
+	bnd := &binding{subID: s.b.nextSubID.Add(1), sess: s.session, gen: s.gen, key: key, prefetch: cs.Prefetch, autoAck: cs.AutoAck, r: r}
 	result := make(chan bool, 1)
 	s.mu.Lock()
+	if _, taken := s.subs[key]; taken {
+		s.mu.Unlock()
+		return nil
+	}
 	s.subs[key] = bnd
 	s.mu.Unlock()
-	r.submit(request{in: &core.Subscribe{SubID: bnd.subID, Prefetch: cs.Prefetch, AutoAck: cs.AutoAck}, bind: bnd,
+	if !r.submit(request{in: &core.Subscribe{SubID: bnd.subID, Prefetch: cs.Prefetch, AutoAck: cs.AutoAck}, bind: bnd,
 		reply: pendingReply{kind: replyInternal, internal: func(rep *core.Reply) {
 			if rep.Kind != core.ReplyError {
 				bnd.registered = true
 			}
 			result <- rep.Kind != core.ReplyError
-		}}})
+		}}}) {
+		result <- false // the runner is stopping
+	}
 	if !<-result {
 		s.mu.Lock()
 		delete(s.subs, key)

@@ -24,9 +24,10 @@ type runner struct {
 	log       *logstore.Log
 	committer *logstore.Committer
 
-	inbox chan request
-	stop  chan struct{}
-	done  chan struct{}
+	inbox    chan request
+	stop     chan struct{} // closed once: by close, or when run gives up
+	stopOnce sync.Once
+	done     chan struct{}
 
 	// Durability reports from the committer goroutine. A channel send could
 	// deadlock against a full inbox, so the report is an atomic plus a
@@ -57,6 +58,7 @@ type request struct {
 // pendingReply says where the reply to an input goes.
 type pendingReply struct {
 	sess      *session
+	gen       uint64 // the attachment that asked; replies go to it only
 	requestID uint64
 	kind      replyKind
 	// internal completes a request made by the broker itself (a dead-letter
@@ -154,6 +156,7 @@ func (r *runner) run() {
 		case <-r.wake:
 			if errp := r.durableErr.Load(); errp != nil {
 				r.b.fatal(fmt.Errorf("queue %s: storage failed: %w", r.id, *errp))
+				r.halt() // senders blocked on the inbox must not wait forever
 				return
 			}
 			if upTo := r.durableUpTo.Load(); upTo > r.fedDurable {
@@ -275,25 +278,26 @@ func (r *runner) completeSubscribe(pr pendingReply, rep *core.Reply) {
 // forwardDeadLetter publishes a copy into its target queue and, once the
 // target confirms it durable, settles the source (DeadLetterDone).
 func (r *runner) forwardDeadLetter(dl core.DeadLetter) {
-	target, err := r.b.runnerFor(queueName{Topic: dl.Target.Topic, Group: dl.Target.Group}, uint32(dl.Offset), true)
-	if err != nil {
-		r.b.log.Error("dead-letter target unavailable; the copy is resent after restart", "queue", r.id.String(), "target", dl.Target.Topic, "err", err)
-		return
-	}
-	offset := dl.Offset
-	source := r
-	go target.submit(request{
-		in: &core.Publish{Confirm: true, Body: dl.Body, System: true},
-		reply: pendingReply{kind: replyInternal, internal: func(rep *core.Reply) {
-			if rep.Err != nil {
-				source.b.log.Error("dead-letter copy refused; the copy is resent after restart", "queue", source.id.String(), "err", rep.Err)
-				return
-			}
-			// Not from the target's goroutine straight into a full source
-			// inbox: hand off so two runners never wait on each other.
-			go source.submit(request{in: &core.DeadLetterDone{Offset: offset}})
-		}},
-	})
+	offset, source := dl.Offset, r
+	// Off the runner goroutine: loading the target may recover a whole
+	// partition, and two runners must never wait on each other's inbox.
+	go func() {
+		target, err := source.b.runnerFor(queueName{Topic: dl.Target.Topic, Group: dl.Target.Group}, uint32(dl.Offset), true)
+		if err != nil {
+			source.b.log.Error("dead-letter target unavailable; the copy is resent after restart", "queue", source.id.String(), "target", dl.Target.Topic, "err", err)
+			return
+		}
+		target.submit(request{
+			in: &core.Publish{Confirm: true, Body: dl.Body, System: true},
+			reply: pendingReply{kind: replyInternal, internal: func(rep *core.Reply) {
+				if rep.Err != nil {
+					source.b.log.Error("dead-letter copy refused; the copy is resent after restart", "queue", source.id.String(), "err", rep.Err)
+					return
+				}
+				go source.submit(request{in: &core.DeadLetterDone{Offset: offset}})
+			}},
+		})
+	}()
 }
 
 // submit queues a request; it blocks while the inbox is full (backpressure
@@ -335,8 +339,11 @@ func (r *runner) maybeSnapshot() {
 	r.entriesSinceSnapshot = 0
 }
 
+// halt stops accepting requests.
+func (r *runner) halt() { r.stopOnce.Do(func() { close(r.stop) }) }
+
 func (r *runner) close() {
-	close(r.stop)
+	r.halt()
 	<-r.done
 	if err := r.committer.Close(); err != nil {
 		r.b.log.Error("closing queue log", "queue", r.id.String(), "err", err)

@@ -36,6 +36,7 @@ type session struct {
 	conn       Conn
 	attachGen  uint64
 	authed     bool
+	authGen    uint64 // the attachment whose AUTH was accepted
 	loopback   bool
 	subs       map[wire.QueueKey]*binding
 	graceTimer *time.Timer
@@ -49,6 +50,7 @@ type session struct {
 type binding struct {
 	subID     uint64
 	sess      *session
+	gen       uint64        // the attachment that subscribed (for SUBSCRIBE_OK)
 	key       wire.QueueKey // normalised group
 	prefetch  uint32        // as requested (echoed in SUBSCRIBE_OK)
 	autoAck   bool
@@ -109,9 +111,15 @@ func isLoopback(addr net.Addr) bool {
 }
 
 // attach makes c the session's socket and starts its writer. A previous
-// socket, if any, is closed.
-func (s *session) attach(c Conn) uint64 {
+// socket, if any, is closed, and what was queued for it is dropped (its
+// replies answer requests the new socket never made). It fails for a session
+// that has ended.
+func (s *session) attach(c Conn) (uint64, bool) {
 	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return 0, false
+	}
 	old := s.conn
 	s.conn = c
 	s.attachGen++
@@ -124,11 +132,15 @@ func (s *session) attach(c Conn) uint64 {
 	s.mu.Unlock()
 	if old != nil {
 		old.Close()
+		s.out.reset()
 	}
+	// Each attachment has its own wake-up channel, so a previous writer can
+	// neither take this socket's wake-ups nor its bytes.
+	notify := s.out.attachWriter()
 	s.out.hold()
 	s.b.wg.Add(1)
-	go s.writeLoop(c, gen)
-	return gen
+	go s.writeLoop(c, gen, notify)
+	return gen, true
 }
 
 func (s *session) current(gen uint64) bool {
@@ -138,12 +150,11 @@ func (s *session) current(gen uint64) bool {
 }
 
 // writeLoop writes the outbox to c until c is replaced or fails.
-func (s *session) writeLoop(c Conn, gen uint64) {
+func (s *session) writeLoop(c Conn, gen uint64, notify <-chan struct{}) {
 	defer s.b.wg.Done()
 	var spare []byte
 	for {
-		<-s.out.notify
-		if !s.current(gen) {
+		if _, open := <-notify; !open || !s.current(gen) {
 			return
 		}
 		buf, overflow := s.out.take(spare)
@@ -178,7 +189,7 @@ func (s *session) detach(gen uint64) {
 	}
 	s.mu.Unlock()
 	s.out.reset()
-	s.out.wake()
+	s.out.detachWriter()
 	if keep {
 		s.b.metrics.graceEntered.Add(1)
 		return
@@ -238,16 +249,16 @@ func (s *session) dormant() bool {
 	return s.conn == nil
 }
 
-// reply queues a reply frame; replies of a dormant session are dropped.
-func (s *session) reply(op wire.Opcode, requestID uint64, body wire.Body) {
-	if s.dormant() {
+// replyOn queues a reply for the attachment gen; it is dropped when that
+// socket is gone (dormant, replaced by a resume, or ended).
+func (s *session) replyOn(gen uint64, op wire.Opcode, requestID uint64, body wire.Body) {
+	s.mu.Lock()
+	current := s.attachGen == gen && s.conn != nil && !s.ended
+	s.mu.Unlock()
+	if !current {
 		return
 	}
 	s.out.appendFrame(false, func(dst []byte) []byte { return wire.AppendBodyFrame(dst, op, requestID, body) })
-}
-
-func (s *session) replyError(op wire.Opcode, requestID uint64, code wire.ErrorCode, msg string) {
-	s.reply(op, requestID, &wire.ErrorBody{Code: code, Message: msg})
 }
 
 // push queues an unsolicited frame with the next server request id.
@@ -290,16 +301,22 @@ func (s *session) deliver(bnd *binding, d *core.Delivery) {
 // replyFromCore answers a publish or declare from the core's reply.
 func (s *session) replyFromCore(pr pendingReply, rep *core.Reply) {
 	if rep.Kind == core.ReplyError {
-		s.replyError(wire.OpError, pr.requestID, wire.ErrorCode(rep.Err.Code()), rep.Err.Error())
+		if pr.kind == replyPublishUnconfirmed {
+			// Nobody waits for an answer, and an unmatched ERROR is fatal to
+			// the client's connection (PROTOCOL.md §6): count it instead.
+			s.b.metrics.unconfirmedRefused.Add(1)
+			return
+		}
+		s.replyOn(pr.gen, wire.OpError, pr.requestID, &wire.ErrorBody{Code: wire.ErrorCode(rep.Err.Code()), Message: rep.Err.Error()})
 		return
 	}
 	if pr.kind == replyPublish && rep.Kind == core.ReplyPublished {
-		s.reply(wire.OpPublishOk, pr.requestID, &wire.PublishOk{Offset: rep.Offset})
+		s.replyOn(pr.gen, wire.OpPublishOk, pr.requestID, &wire.PublishOk{Offset: rep.Offset})
 	}
 }
 
 func (s *session) subscribed(bnd *binding) {
-	s.reply(wire.OpSubscribeOk, bnd.requestID, &wire.SubscribeOk{SubID: bnd.subID, Topic: bnd.key.Topic,
+	s.replyOn(bnd.gen, wire.OpSubscribeOk, bnd.requestID, &wire.SubscribeOk{SubID: bnd.subID, Topic: bnd.key.Topic,
 		Partition: bnd.key.Partition, Group: bnd.key.Group, Prefetch: bnd.prefetch})
 }
 
@@ -309,38 +326,52 @@ func (s *session) subscribeFailed(bnd *binding, err *core.Error) {
 		delete(s.subs, bnd.key)
 	}
 	s.mu.Unlock()
-	s.replyError(wire.OpSubscribeErr, bnd.requestID, wire.ErrorCode(err.Code()), err.Error())
+	s.replyOn(bnd.gen, wire.OpSubscribeErr, bnd.requestID, &wire.ErrorBody{Code: wire.ErrorCode(err.Code()), Message: err.Error()})
 }
 
 // errConnDone ends a connection's read loop after a fatal protocol reply.
 var errConnDone = errors.New("connection done")
+
+// handshakeTimeout bounds the wait for HELLO: a peer that connects and stalls
+// must not hold a goroutine and a socket forever.
+const handshakeTimeout = 10 * time.Second
+
+type readDeadliner interface{ SetReadDeadline(time.Time) error }
 
 // serveConn runs one socket: the handshake, then the request loop.
 func serveConn(b *Broker, c Conn) {
 	b.metrics.connections.Add(1)
 	r := bufio.NewReaderSize(c, 64<<10)
 	var frameBuf []byte
+	deadliner, canDeadline := c.(readDeadliner)
+	if canDeadline {
+		deadliner.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	}
 	hdr, payload, err := wire.ReadFrame(r, b.cfg.FramePayloadBytesMax, frameBuf)
 	if err != nil {
 		writeDirect(c, wire.OpError, hdr.RequestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: "malformed frame: " + err.Error()})
 		c.Close()
 		return
 	}
+	if canDeadline {
+		deadliner.SetReadDeadline(time.Time{}) // from now on, heartbeats decide
+	}
 	s, gen, err := handshake(b, c, hdr, payload)
 	if err != nil {
 		c.Close()
 		return
 	}
+	cr := connRef{session: s, gen: gen}
 	stopWatch := s.watchLiveness(c, gen)
 	defer stopWatch()
-	gateTimer := time.AfterFunc(b.cfg.HeartbeatInterval, s.out.release)
+	gateTimer := time.AfterFunc(b.cfg.HeartbeatInterval, func() { s.releaseGate(gen) })
 	defer gateTimer.Stop()
 	gated := true
 	for {
 		hdr, payload, err = wire.ReadFrame(r, b.cfg.FramePayloadBytesMax, frameBuf)
 		if err != nil {
 			if errors.Is(err, wire.ErrFrameTooLarge) {
-				s.replyError(wire.OpError, hdr.RequestID, wire.CodeInvalid,
+				cr.replyError(wire.OpError, hdr.RequestID, wire.CodeInvalid,
 					fmt.Sprintf("frame of %d bytes exceeds the broker's limit of %d bytes; the connection is closed", hdr.PayloadSizeBytes, b.cfg.FramePayloadBytesMax))
 				s.flushAndClose(c)
 			}
@@ -350,15 +381,15 @@ func serveConn(b *Broker, c Conn) {
 		s.lastRecvNs.Store(time.Now().UnixNano())
 		if gated && hdr.Opcode != wire.OpAuth && hdr.Opcode != wire.OpPing && hdr.Opcode != wire.OpPong {
 			if hdr.Opcode == wire.OpReconcileClient {
-				err = s.handle(hdr, payload)
-				s.out.release()
+				err = cr.handle(hdr, payload)
+				s.releaseGate(gen)
 			} else {
-				s.out.release()
-				err = s.handle(hdr, payload)
+				s.releaseGate(gen)
+				err = cr.handle(hdr, payload)
 			}
 			gated = false
 		} else {
-			err = s.handle(hdr, payload)
+			err = cr.handle(hdr, payload)
 		}
 		if err != nil {
 			s.flushAndClose(c)
@@ -367,6 +398,13 @@ func serveConn(b *Broker, c Conn) {
 	}
 	c.Close()
 	s.detach(gen)
+}
+
+// releaseGate lets held pushes out, if gen is still the attached socket.
+func (s *session) releaseGate(gen uint64) {
+	if s.current(gen) {
+		s.out.release()
+	}
 }
 
 // flushAndClose gives the writer a moment to send a final error frame.
@@ -407,21 +445,30 @@ func handshake(b *Broker, c Conn, hdr wire.Header, payload []byte) (*session, ui
 			Message: fmt.Sprintf("unsupported protocol version %d: this broker speaks version 1", hello.ProtocolVersion)})
 		return nil, 0, errConnDone
 	}
-	var s *session
 	outcome := wire.ResumeNew
+	var s *session
+	var gen uint64
 	if hello.Resume.Present {
-		s, outcome = b.resume(hello.Resume.Value)
-		if s != nil {
-			b.metrics.resumed.Add(1)
+		var resumed *session
+		resumed, outcome = b.resume(hello.Resume.Value)
+		if resumed != nil {
+			// The session may have ended (grace expired) since the lookup.
+			if g, ok := resumed.attach(c); ok {
+				s, gen = resumed, g
+				b.metrics.resumed.Add(1)
+			} else {
+				outcome = wire.ResumeNotFound
+			}
 		}
 	}
 	if s == nil {
 		s = b.newSession()
+		gen, _ = s.attach(c)
 	}
-	// HELLO_OK goes out before the writer starts, so nothing can precede it.
+	// HELLO_OK goes out before the writer has anything to write (pushes are
+	// held, and no request has been read), so nothing can precede it.
 	writeDirect(c, wire.OpHelloOk, hdr.RequestID, &wire.HelloOk{ProtocolVersion: wire.ProtocolVersion, OwnerID: b.ownerID,
 		ClientID: s.clientID, ResumeToken: s.token, ResumeOutcome: outcome, ServerName: b.cfg.ServerName, Compliance: wire.ComplianceMarker})
-	gen := s.attach(c)
 	return s, gen, nil
 }
 

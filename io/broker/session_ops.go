@@ -12,7 +12,24 @@ import (
 // reply, a partition input, or both. A returned error closes the socket
 // (after a fatal reply, such as 401 before authentication).
 
-func (s *session) handle(hdr wire.Header, payload []byte) error {
+// connRef is a session as seen from one attachment (one socket): replies made
+// through it, and replies to requests it started, go to that socket only.
+// After a resume, late answers to the old socket's requests are dropped: the
+// new socket numbers its requests afresh, so they could pass for its own.
+type connRef struct {
+	*session
+	gen uint64
+}
+
+func (s connRef) reply(op wire.Opcode, requestID uint64, body wire.Body) {
+	s.session.replyOn(s.gen, op, requestID, body)
+}
+
+func (s connRef) replyError(op wire.Opcode, requestID uint64, code wire.ErrorCode, msg string) {
+	s.session.replyOn(s.gen, op, requestID, &wire.ErrorBody{Code: code, Message: msg})
+}
+
+func (s connRef) handle(hdr wire.Header, payload []byte) error {
 	s.mu.Lock()
 	authed := s.authed
 	s.mu.Unlock()
@@ -100,26 +117,29 @@ func (s *session) handle(hdr wire.Header, payload []byte) error {
 	return nil
 }
 
-func (s *session) handleAuth(hdr wire.Header, payload []byte, authed bool) error {
+func (s connRef) handleAuth(hdr wire.Header, payload []byte, authed bool) error {
 	auth, err := wire.DecodeAuth(payload)
 	if err != nil {
 		s.replyError(wire.OpError, hdr.RequestID, wire.CodeInvalid, "malformed AUTH: "+err.Error())
 		return nil
 	}
-	if authed {
+	s.mu.Lock()
+	loopback, authedHere := s.loopback, s.authGen == s.gen
+	s.mu.Unlock()
+	if authed && authedHere {
 		s.replyError(wire.OpAuthErr, hdr.RequestID, wire.CodeUnauthorized, "already authenticated")
 		return nil
 	}
-	s.mu.Lock()
-	loopback := s.loopback
-	s.mu.Unlock()
-	if err := s.b.users.check(auth.Username, auth.Password, loopback, s.b.cfg.AllowDefaultLoopback); err != nil {
+	// A resumed session is already authenticated, but its client sends AUTH
+	// on every connect: check the credentials again and answer AUTH_OK
+	// (PROTOCOL.md §9), rather than an error that would fail the resume.
+	if err := s.b.checkCredentials(auth.Username, auth.Password, loopback); err != nil {
 		s.b.metrics.authFailures.Add(1)
 		s.replyError(wire.OpAuthErr, hdr.RequestID, wire.CodeUnauthorized, err.Error())
 		return errConnDone
 	}
 	s.mu.Lock()
-	s.authed = true
+	s.authed, s.authGen = true, s.gen
 	s.mu.Unlock()
 	s.reply(wire.OpAuthOk, hdr.RequestID, &wire.AuthOk{})
 	return nil
@@ -148,7 +168,7 @@ func groupOpt(group string) wire.Optional[string] {
 }
 
 // loadError maps a failure to find or load a partition onto the wire.
-func (s *session) loadError(requestID uint64, op wire.Opcode, err error) {
+func (s connRef) loadError(requestID uint64, op wire.Opcode, err error) {
 	switch {
 	case errors.Is(err, errPartitionRange):
 		s.replyError(op, requestID, wire.CodeInvalid, err.Error())
@@ -159,7 +179,7 @@ func (s *session) loadError(requestID uint64, op wire.Opcode, err error) {
 	}
 }
 
-func (s *session) handlePublish(requestID uint64, topic string, group wire.Optional[string], partition uint32, confirm bool,
+func (s connRef) handlePublish(requestID uint64, topic string, group wire.Optional[string], partition uint32, confirm bool,
 	ct wire.ContentType, headers wire.Headers, publishedMs uint64, payload []byte, ttl wire.Optional[uint64], notBeforeMs int64) {
 	q, err := queueOf(topic, group)
 	if err != nil {
@@ -197,10 +217,10 @@ func (s *session) handlePublish(requestID uint64, topic string, group wire.Optio
 		kind = replyPublish
 	}
 	s.b.metrics.published.Add(1)
-	r.submit(request{in: in, reply: pendingReply{sess: s, requestID: requestID, kind: kind}})
+	r.submit(request{in: in, reply: pendingReply{sess: s.session, gen: s.gen, requestID: requestID, kind: kind}})
 }
 
-func (s *session) handleSubscribe(requestID uint64, sub *wire.Subscribe) {
+func (s connRef) handleSubscribe(requestID uint64, sub *wire.Subscribe) {
 	q, err := queueOf(sub.Topic, sub.Group)
 	if err != nil {
 		s.replyError(wire.OpSubscribeErr, requestID, wire.CodeInvalid, err.Error())
@@ -216,7 +236,7 @@ func (s *session) handleSubscribe(requestID uint64, sub *wire.Subscribe) {
 		return
 	}
 	key := wire.QueueKey{Topic: q.Topic, Partition: sub.Partition, Group: groupOpt(q.Group)}
-	bnd := &binding{subID: s.b.nextSubID.Add(1), sess: s, key: key, prefetch: sub.Prefetch, autoAck: sub.AutoAck, r: r, requestID: requestID}
+	bnd := &binding{subID: s.b.nextSubID.Add(1), sess: s.session, gen: s.gen, key: key, prefetch: sub.Prefetch, autoAck: sub.AutoAck, r: r, requestID: requestID}
 	s.mu.Lock()
 	if _, dup := s.subs[key]; dup {
 		s.mu.Unlock()
@@ -226,12 +246,12 @@ func (s *session) handleSubscribe(requestID uint64, sub *wire.Subscribe) {
 	s.subs[key] = bnd
 	s.mu.Unlock()
 	r.submit(request{in: &core.Subscribe{SubID: bnd.subID, Prefetch: sub.Prefetch, AutoAck: sub.AutoAck}, bind: bnd,
-		reply: pendingReply{sess: s, requestID: requestID, kind: replySubscribe, bind: bnd}})
+		reply: pendingReply{sess: s.session, gen: s.gen, requestID: requestID, kind: replySubscribe, bind: bnd}})
 }
 
 // handleSettle routes an ACK or NACK to the session's subscription on that
 // queue partition; an unknown subscription is ignored (PROTOCOL.md §5.9).
-func (s *session) handleSettle(topic string, group wire.Optional[string], partition uint32, input func(subID uint64) core.Input) {
+func (s connRef) handleSettle(topic string, group wire.Optional[string], partition uint32, input func(subID uint64) core.Input) {
 	q, err := queueOf(topic, group)
 	if err != nil {
 		return
@@ -246,7 +266,7 @@ func (s *session) handleSettle(topic string, group wire.Optional[string], partit
 	bnd.r.submit(request{in: input(bnd.subID)})
 }
 
-func (s *session) handleDeclare(requestID uint64, d *wire.DeclareQueue) {
+func (s connRef) handleDeclare(requestID uint64, d *wire.DeclareQueue) {
 	q, err := queueOf(d.Topic, d.Group)
 	if err != nil {
 		s.replyError(wire.OpError, requestID, wire.CodeInvalid, err.Error())
@@ -309,7 +329,7 @@ func (s *session) handleDeclare(requestID uint64, d *wire.DeclareQueue) {
 // maxPartitionsPerQueue bounds one declare.
 const maxPartitionsPerQueue = 1024
 
-func (s *session) handleTopology(requestID uint64, t *wire.Topology) {
+func (s connRef) handleTopology(requestID uint64, t *wire.Topology) {
 	snap := wire.TopologyOk{Generation: 1}
 	endpoint := wire.Endpoint{Host: s.b.cfg.AdvertiseHost, Port: s.b.cfg.AdvertisePort}
 	for _, e := range s.b.catalog.list() {
