@@ -1,0 +1,248 @@
+package bench
+
+// The Target over Fibril's Go client.
+//
+// Invariants:
+//   - Every producer, consumer and probe has its own client.Client, so its own
+//     connection; none reconnects on its own (a silent reconnect would change
+//     what is measured).
+//   - A producer has at most Window confirmations queued for its waiter, so
+//     queueing one never blocks (the driver's slots bound them).
+//   - The left probe acknowledges what it counts, so it cannot see a message
+//     twice.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fibril-go/fibril/client"
+)
+
+// LeftIdleDefault is how long the left probe waits without a delivery before
+// it concludes the queue is empty: far above a loopback round trip, short
+// enough not to dominate a scenario's wall time.
+const LeftIdleDefault = 500 * time.Millisecond
+
+// consumerStopTimeout bounds waiting for a consumer's loop after its client
+// closed (Close flushes queued ACKs for at most 2 s first).
+const consumerStopTimeout = 5 * time.Second
+
+// Fibril is a Target on one Fibril broker over one transport.
+type Fibril struct {
+	Addr        string
+	Transport   string // client.TransportQUIC or client.TransportTCP
+	Credentials *client.Credentials
+	TLS         *client.TLSOptions
+	// ReconnectGrace is the broker's serve --reconnect-grace-ms: a closed
+	// connection's unsettled deliveries return to the queue only after it,
+	// so the left probe listens at least this long.
+	ReconnectGrace time.Duration
+	// LeftIdle ends the left probe after this long without a delivery; zero
+	// means LeftIdleDefault.
+	LeftIdle time.Duration
+	Logger   *slog.Logger
+
+	w     Workload
+	topic string
+}
+
+// System is the system= name for transport: fibril-quic or fibril-tcp.
+func System(transport string) string { return "fibril-" + transport }
+
+func (f *Fibril) dial(ctx context.Context) (*client.Client, error) {
+	return client.Dial(ctx, f.Addr, client.ClientOptions{
+		Transport:            f.Transport,
+		Credentials:          f.Credentials,
+		TLS:                  f.TLS,
+		DisableAutoReconnect: true,
+		ClientName:           "fibril-bench",
+		Logger:               f.Logger,
+	})
+}
+
+// QueueName is a fresh queue name per run: Fibril cannot delete queues yet,
+// so a unique name is what makes the destination fresh.
+func QueueName(scenario, transport string, now time.Time) string {
+	return fmt.Sprintf("bench.%s.%s.%d", scenario, transport, now.UnixNano())
+}
+
+// Prepare declares a fresh single-partition queue (the default count, made
+// explicit because the workload assumes one offset-ordered log).
+func (f *Fibril) Prepare(ctx context.Context, w Workload) error {
+	f.w = w
+	f.topic = QueueName(w.Scenario, f.Transport, time.Now())
+	c, err := f.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	partitions, err := c.DeclareQueue(ctx, client.NewQueueConfig(f.topic).PartitionCount(1))
+	if err != nil {
+		return err
+	}
+	if partitions != 1 {
+		return fmt.Errorf("queue %s has %d partitions, want 1", f.topic, partitions)
+	}
+	return nil
+}
+
+// Topic is the queue the last Prepare declared.
+func (f *Fibril) Topic() string { return f.topic }
+
+// Close releases nothing: every connection belongs to a producer, consumer or
+// probe and is closed by it.
+func (f *Fibril) Close() error { return nil }
+
+type pendingConfirm struct {
+	id   uint64
+	conf *client.Confirmation
+}
+
+type fibrilProducer struct {
+	c       *client.Client
+	pub     *client.Publisher
+	pending chan pendingConfirm
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// NewProducer opens a connection and starts the goroutine that waits for its
+// confirmations in publish order (see the package doc for why that order is
+// exact here).
+func (f *Fibril) NewProducer(ctx context.Context, idx int, confirm ConfirmFunc) (Producer, error) {
+	c, err := f.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	waitCtx, cancel := context.WithCancel(ctx)
+	p := &fibrilProducer{c: c, pub: c.Publisher(f.topic), pending: make(chan pendingConfirm, f.w.Window),
+		cancel: cancel, done: make(chan struct{})}
+	go p.awaitConfirms(waitCtx, confirm)
+	return p, nil
+}
+
+func (p *fibrilProducer) awaitConfirms(ctx context.Context, confirm ConfirmFunc) {
+	defer close(p.done)
+	for {
+		var pc pendingConfirm
+		select {
+		case pc = <-p.pending:
+		case <-ctx.Done():
+			return
+		}
+		_, err := pc.conf.Wait(ctx)
+		if ctx.Err() != nil {
+			return // the run ended: unanswered publishes stay unconfirmed
+		}
+		// A broker rejection and a connection lost after sending both answer
+		// the publish negatively and return its slot, as a nack does.
+		confirm(pc.id, err == nil)
+	}
+}
+
+func (p *fibrilProducer) PublishAsync(ctx context.Context, id uint64, body []byte) error {
+	// client.Raw does not copy, but the client encodes the frame before
+	// PublishWithConfirmation returns, so body is free again afterwards.
+	conf, err := p.pub.PublishWithConfirmation(ctx, client.Raw(body))
+	if err != nil {
+		return err
+	}
+	select {
+	case p.pending <- pendingConfirm{id: id, conf: conf}:
+		return nil
+	default:
+		panic("bench: more confirmations pending than the window allows")
+	}
+}
+
+func (p *fibrilProducer) Close() error {
+	p.cancel()
+	<-p.done
+	return p.c.Close()
+}
+
+type fibrilConsumer struct {
+	c    *client.Client
+	done chan struct{}
+}
+
+// NewConsumer opens a connection, subscribes with the workload's prefetch and
+// acknowledges each delivery on its own right after recording it.
+func (f *Fibril) NewConsumer(ctx context.Context, idx int, deliver DeliverFunc) (Consumer, error) {
+	c, err := f.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := c.SubscribeTopic(ctx, f.topic, client.SubscribeOptions{Prefetch: uint32(f.w.Prefetch)})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	fc := &fibrilConsumer{c: c, done: make(chan struct{})}
+	go func() {
+		defer close(fc.done)
+		for d := range sub.Deliveries() {
+			deliver(d.Payload)
+			// An ACK that cannot be queued means the connection is gone;
+			// the message comes back to the queue and shows as missing or
+			// left, which is where the loss belongs.
+			_ = d.Complete(ctx)
+		}
+	}()
+	return fc, nil
+}
+
+func (fc *fibrilConsumer) Close() error {
+	err := fc.c.Close() // flushes queued ACKs, then closes the subscription
+	select {
+	case <-fc.done:
+	case <-time.After(consumerStopTimeout):
+		return errors.Join(err, errors.New("consumer loop did not stop"))
+	}
+	return err
+}
+
+// Remaining subscribes a fresh consumer and counts, acknowledging, what
+// arrives until LeftIdle passes without a delivery, listening at least
+// ReconnectGrace + LeftIdle (see the package doc).
+func (f *Fibril) Remaining(ctx context.Context) (int64, error) {
+	idle := f.LeftIdle
+	if idle <= 0 {
+		idle = LeftIdleDefault
+	}
+	c, err := f.dial(ctx)
+	if err != nil {
+		return -1, err
+	}
+	defer c.Close()
+	sub, err := c.SubscribeTopic(ctx, f.topic, client.SubscribeOptions{Prefetch: uint32(max(f.w.Prefetch, 1))})
+	if err != nil {
+		return -1, err
+	}
+	quietUntil := time.Now().Add(f.ReconnectGrace + idle)
+	idleTimer := time.NewTimer(time.Until(quietUntil))
+	defer idleTimer.Stop()
+	var count int64
+	for {
+		select {
+		case d, ok := <-sub.Deliveries():
+			if !ok {
+				return -1, fmt.Errorf("left probe: subscription ended: %w", sub.CloseReason())
+			}
+			count++
+			if err := d.Complete(ctx); err != nil {
+				return -1, fmt.Errorf("left probe: %w", err)
+			}
+			idleTimer.Reset(max(time.Until(quietUntil), idle))
+		case <-idleTimer.C:
+			return count, nil
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		}
+	}
+}
+
+var _ Target = (*Fibril)(nil)

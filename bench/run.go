@@ -1,0 +1,97 @@
+package bench
+
+// One (scenario, system) run: the workload fields, the measured figures, the
+// CPU and memory samples around it, and the status, on one line.
+//
+// Invariants:
+//   - The line always starts with system, scenario, run and the workload
+//     fields and always ends with status (then err when not ok), whatever
+//     happened in between, so a table never misses a row.
+//   - CPU, RSS and wall time cover the whole scenario (queue creation,
+//     connections, the measured part, the left probe), as in the harness.
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Statuses printed as status=...
+const (
+	StatusOK          = "ok"
+	StatusTimeout     = "timeout"
+	StatusError       = "error"
+	StatusUnsupported = "unsupported"
+)
+
+// RunOptions describe one run besides its workload.
+type RunOptions struct {
+	System    string        // printed as system=
+	RunLabel  string        // printed as run=
+	Timeout   time.Duration // hard limit for the scenario
+	ServerPID int           // broker process to sample; 0 = none
+}
+
+// fanoutUnsupported explains the fanout row until streams exist.
+const fanoutUnsupported = "fibril has no streams (append-only logs with independent readers) yet"
+
+// Run runs w against t and returns the result line and its status.
+func Run(t Target, w Workload, o RunOptions) (*Line, string) {
+	out := headerLine(w, o)
+	if w.Scenario == ScenarioFanout {
+		out.Set("status", StatusUnsupported)
+		out.Set("err", fanoutUnsupported)
+		return out, StatusUnsupported
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	defer cancel()
+	serverBefore, selfBefore, before := ProcessCPUSeconds(o.ServerPID), SelfCPUSeconds(), time.Now()
+	var err error
+	switch w.Scenario {
+	case ScenarioConfirmedPublish:
+		err = runConfirmedPublish(ctx, t, w, out)
+	case ScenarioEndToEnd:
+		err = runEndToEnd(ctx, t, w, out)
+	default:
+		err = errors.New("unknown scenario " + w.Scenario)
+	}
+	serverAfter, selfAfter, after := ProcessCPUSeconds(o.ServerPID), SelfCPUSeconds(), time.Now()
+	if o.ServerPID > 0 && serverBefore >= 0 && serverAfter >= 0 {
+		out.Set("server_cpu_s", serverAfter-serverBefore)
+		out.Set("server_rss_mb", ProcessRSSMB(o.ServerPID))
+	}
+	out.Set("client_cpu_s", selfAfter-selfBefore)
+	out.Set("wall_s", after.Sub(before).Seconds())
+	status := StatusOK
+	switch {
+	case err == nil:
+	case errors.Is(err, context.DeadlineExceeded):
+		status = StatusTimeout
+	default:
+		status = StatusError
+	}
+	out.Set("status", status)
+	if status == StatusError {
+		out.Set("err", err.Error())
+	}
+	return out, status
+}
+
+func headerLine(w Workload, o RunOptions) *Line {
+	out := NewLine()
+	out.Set("system", o.System)
+	out.Set("scenario", w.Scenario)
+	out.Set("run", o.RunLabel)
+	out.Set("size", w.SizeBytes)
+	out.Set("msgs", w.Msgs)
+	out.Set("producers", w.Producers)
+	out.Set("window", w.Window)
+	if w.Scenario != ScenarioConfirmedPublish {
+		out.Set("consumers", w.Consumers)
+		out.Set("prefetch", w.Prefetch)
+	}
+	if w.RateMsgsPerSec > 0 {
+		out.Set("rate", w.RateMsgsPerSec)
+	}
+	return out
+}
