@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	_ "net/http/pprof" // profiles for --pprof-addr
 	"os"
 	"os/signal"
 	"strconv"
@@ -59,6 +61,7 @@ func runServe(args []string) int {
 	leaseMs := fs.Int64("lease-ms", def.Partition.LeaseMs, "how long a delivery stays leased without a settle (delivery.inflight_ttl_ms)")
 	maxRetries := fs.Uint("max-retries", uint(def.Partition.MaxRetriesDefault), "default dlq_max_retries for queues that declare none")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	pprofAddr := fs.String("pprof-addr", "", "serve Go's pprof profiles on this loopback HOST:PORT (off when empty)")
 	var users userFlags
 	fs.Var(&users, "user", "seed a user NAME:PASSWORD while the user store is empty (repeatable); without users, fibril/fibril works from loopback only")
 	fs.Usage = func() {
@@ -95,6 +98,12 @@ func runServe(args []string) int {
 		}
 	}
 	cfg.AdvertisePort = uint16(port)
+	if *pprofAddr != "" {
+		if err := servePprof(*pprofAddr, logger); err != nil {
+			fmt.Fprintln(os.Stderr, "fibril serve: --pprof-addr:", err)
+			return 2
+		}
+	}
 	return serve(cfg, *listen, port, *tcpTLS, !*noQUIC)
 }
 
@@ -166,4 +175,27 @@ func raiseOpenFilesLimit(log *slog.Logger) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		log.Warn("could not raise the open files limit", "err", err)
 	}
+}
+
+// servePprof exposes net/http/pprof on a loopback address only: profiles
+// reveal internals and must not be reachable from the network.
+func servePprof(addr string, log *slog.Logger) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%q is not a loopback address", addr)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := http.Serve(l, nil); err != nil {
+			log.Warn("pprof server stopped", "err", err)
+		}
+	}()
+	log.Info("pprof profiles served", "addr", l.Addr().String())
+	return nil
 }

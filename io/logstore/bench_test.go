@@ -91,7 +91,7 @@ func BenchmarkAppendSync(b *testing.B) {
 // BenchmarkTidwallAppendSync is tidwall alone, with records the size of
 // ours, for comparison in the same run (the machine varies between runs).
 func BenchmarkTidwallAppendSync(b *testing.B) {
-	for _, segmentSizeBytes := range []int{4 << 20, 8 << 20, 16 << 20, 64 << 20} {
+	for _, segmentSizeBytes := range []int{1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 64 << 20} {
 		b.Run(fmt.Sprintf("segmentMiB=%d", segmentSizeBytes>>20), func(b *testing.B) {
 			benchTidwallAppendSync(b, segmentSizeBytes)
 		})
