@@ -28,6 +28,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	fibrilBin = filepath.Join(dir, "fibril")
+	// Servers publish their CA for local clients under the user's config
+	// directory: keep that inside the test's own directory (both the server
+	// processes and the in-process clients read this variable).
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	build := exec.Command("go", "build", "-o", fibrilBin, "../cmd/fibril")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
