@@ -42,6 +42,11 @@ type Config struct {
 	ExpiryBatchMax int
 	// DeliveryBatchMax bounds deliveries handed out in one step.
 	DeliveryBatchMax int
+	// TagFloor: delivery tags are at least this. Tags handed out from a log
+	// tail that a crash lost would otherwise be handed out again after
+	// recovery; a driver that persists a boot counter sets the floor from it
+	// (e.g. boot << 40) so a tag never names two deliveries. 0 = no floor.
+	TagFloor uint64
 }
 
 // QueueID names one partition of one queue. Group "" is the default namespace.

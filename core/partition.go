@@ -82,7 +82,7 @@ func NewPartition(cfg Config) (*Partition, error) {
 	p := &Partition{
 		cfg:        cfg,
 		settings:   QueueSettings{MaxRetries: cfg.MaxRetriesDefault},
-		nextTag:    1,
+		nextTag:    max(1, cfg.TagFloor),
 		store:      newMessageStore(),
 		dlqTargets: make(map[uint64]DLQTarget),
 		subs:       make(map[uint64]*subscription),

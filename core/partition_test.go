@@ -796,3 +796,29 @@ func TestDeadLetterCopyCanBeStoredInItsTarget(t *testing.T) {
 		t.Fatalf("the system publish of a dead-letter copy: %+v", r)
 	}
 }
+
+// TestTagFloorKeepsTagsUniqueAcrossLostTails: a tag handed out from a log tail
+// the crash lost is not handed out again when the driver raises the floor.
+func TestTagFloorKeepsTagsUniqueAcrossLostTails(t *testing.T) {
+	h := newHarness(t)
+	h.publish("a")
+	h.autoPersist = false
+	h.subscribe(1, 1, false)
+	lost := h.takeDeliveries()[0].Tag // its lease entry never becomes durable
+	cfg := h.cfg
+	cfg.TagFloor = 1 << 40
+	p, err := Recover(cfg, nil, h.log[:h.durable])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Step(&Subscribe{NowMs: h.now, SubID: 2, Prefetch: 1})
+	rd := p.Step(&Tick{NowMs: h.now})
+	_ = rd
+	var tag uint64
+	if v, ok := p.Message(0); ok && v.State == MessageInflight {
+		tag = v.Tag
+	}
+	if tag == lost || tag < cfg.TagFloor {
+		t.Fatalf("tag %d after recovery; lost tag %d, floor %d", tag, lost, cfg.TagFloor)
+	}
+}

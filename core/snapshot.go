@@ -81,6 +81,7 @@ func Recover(cfg Config, snapshot []byte, entries []Entry) (p *Partition, err er
 	}
 	p.durableIndex = p.lastIndex
 	p.durableOffsetEnd = p.nextOffset
+	p.nextTag = max(p.nextTag, cfg.TagFloor)
 	p.resendDLQ = len(p.dlqTargets) > 0
 	return p, nil
 }

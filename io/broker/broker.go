@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +70,33 @@ type Broker struct {
 	fatalErr error
 	failed   chan struct{}
 	closing  atomic.Bool
+	// boot counts starts of this data directory; delivery tags of this run
+	// start at boot << bootTagShift, so no tag repeats across restarts.
+	boot uint64
+}
+
+// bootTagShift leaves 2^40 delivery tags per partition and run.
+const bootTagShift = 40
+
+// nextBoot increments and persists the data directory's boot counter.
+func nextBoot(dataDir string) (uint64, error) {
+	path := filepath.Join(dataDir, "boot")
+	var boot uint64
+	if data, err := os.ReadFile(path); err == nil {
+		if boot, err = strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64); err != nil {
+			return 0, fmt.Errorf("boot counter %s is corrupt: %w", path, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return 0, err
+	}
+	boot++
+	if boot >= 1<<(64-bootTagShift) {
+		return 0, fmt.Errorf("boot counter %s exhausted", path)
+	}
+	if err := writeFileAtomic(path, []byte(strconv.FormatUint(boot, 10)+"\n"), 0o644); err != nil {
+		return 0, fmt.Errorf("boot counter: %w", err)
+	}
+	return boot, nil
 }
 
 // runnerSlot is one partition's place in the registry; r and err are set
@@ -94,12 +124,16 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	boot, err := nextBoot(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
 		cfg: cfg, log: cfg.Logger, users: users, catalog: cat, metrics: &metrics{},
 		runners: map[core.QueueID]*runnerSlot{}, sessions: map[wire.UUID]*session{},
 		authSlots: make(chan struct{}, max(2, runtime.GOMAXPROCS(0))), conns: map[Conn]struct{}{},
-		ctx: ctx, cancel: cancel, failed: make(chan struct{}),
+		ctx: ctx, cancel: cancel, failed: make(chan struct{}), boot: boot,
 	}
 	if _, err := rand.Read(b.ownerID[:]); err != nil {
 		return nil, err

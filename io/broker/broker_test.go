@@ -302,7 +302,11 @@ func TestRestartKeepsConfirmedAndLeases(t *testing.T) {
 	c.subscribe("dur", 0, 20, false)
 	got := map[uint64]bool{}
 	for i := 0; i < 10; i++ {
-		got[c.deliver().Offset] = true // offset of the leased one comes after its 2 s lease
+		d := c.deliver() // the leased one comes after its 2 s lease
+		if d.DeliveryTag <= first.DeliveryTag || d.DeliveryTag < 2<<bootTagShift {
+			t.Fatalf("tag %d after a restart: tags of the second run start at %d", d.DeliveryTag, uint64(2)<<bootTagShift)
+		}
+		got[d.Offset] = true
 	}
 	if len(got) != 10 || !got[first.Offset] {
 		t.Fatalf("after restart got %v", got)

@@ -85,6 +85,7 @@ const runnerInboxDrainMax = 1024
 func (b *Broker) startRunner(id core.QueueID) (*runner, error) {
 	cfg := b.cfg.Partition
 	cfg.Queue = id
+	cfg.TagFloor = b.boot << bootTagShift
 	if cfg.Epoch == 0 {
 		cfg.Epoch = 1
 	}
