@@ -51,8 +51,6 @@ type request struct {
 	in    core.Input
 	reply pendingReply
 	bind  *binding // Subscribe: the session binding to register
-	// query runs on the runner goroutine (inspection, tests); in is nil then.
-	query func(p *core.Partition)
 }
 
 // pendingReply says where the reply to an input goes.
@@ -175,10 +173,6 @@ func (r *runner) run() {
 }
 
 func (r *runner) handle(req request) {
-	if req.query != nil {
-		req.query(r.p)
-		return
-	}
 	if req.bind != nil {
 		r.subs[req.bind.subID] = req.bind
 	}
@@ -310,16 +304,6 @@ func (r *runner) submit(req request) bool {
 	case <-r.stop:
 		return false
 	}
-}
-
-// query runs fn on the runner goroutine and waits for it.
-func (r *runner) query(fn func(p *core.Partition)) {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	if !r.submit(request{query: func(p *core.Partition) { fn(p); wg.Done() }}) {
-		return
-	}
-	wg.Wait()
 }
 
 // maybeSnapshot writes a snapshot once the log has grown well past what the

@@ -234,21 +234,6 @@ func (s *session) end() {
 	s.b.sessMu.Unlock()
 }
 
-func (s *session) closeConn() {
-	s.mu.Lock()
-	c := s.conn
-	s.mu.Unlock()
-	if c != nil {
-		c.Close()
-	}
-}
-
-func (s *session) dormant() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.conn == nil
-}
-
 // replyOn queues a reply for the attachment gen; it is dropped when that
 // socket is gone (dormant, replaced by a resume, or ended).
 func (s *session) replyOn(gen uint64, op wire.Opcode, requestID uint64, body wire.Body) {
