@@ -8,12 +8,23 @@
 //
 //	00000000000000000001            tidwall/wal segment (name = its first index)
 //	00000000000000004097            ... the last one is the tail, the only one written to
+//	blob-00000000000000000001       publish payloads (name = the first entry index in it)
+//	blob-00000000000000061234       ... the last one is appended to
 //	snapshot-00000000000000003000   the newest snapshot (older ones are removed)
 //
 // A segment is tidwall's binary format: one frame per entry, uvarint length
 // then the data. tidwall stores no checksum, so each frame's data is our
 // record: u32 CRC-32C (Castagnoli, big-endian) of the rest, then the bytes of
 // core.AppendEntry, which carry the entry's epoch and index (record.go).
+// A publish whose payload is at least Options.BlobPayloadBytesMin long has a
+// blob record instead: the CRC, a kind byte (0xB1), a reference (blob file
+// id, offset, length, CRC-32C of the payload), then the entry encoded with
+// an empty payload. The payload itself is in a blob file (blob.go): raw
+// payloads back to back, rotated at Options.BlobFileSizeBytes, and removed
+// once a snapshot covers every entry that refers to it. tidwall copies what
+// it stores several times (it regrows its in-memory tail by append), so
+// payloads bypass it; records written before blob records existed read as
+// before.
 // The tidwall index of a record is exactly the core index of its entry: a
 // fresh log starts at 1, and a snapshot at index S moves the first index to
 // S+1 (tidwall TruncateFront).
@@ -23,6 +34,10 @@
 // Append writes without fsync (tidwall NoSync); Sync makes everything
 // appended so far durable, including the directory entry of any segment file
 // tidwall started since the last Sync (tidwall never fsyncs the directory).
+// The one exception is blob payloads: Append writes the round's payloads in
+// one write and fdatasyncs them (and the directory, for a new blob file)
+// before it gives tidwall any record of the round, so a record that is on
+// disk, synced or not, never refers to payload bytes that are not.
 // An fsync error is never retried: the Log fails for good, since after a
 // failed fsync the kernel may already have dropped the dirty pages (the
 // "fsyncgate" lesson); the broker crashes and recovers from what is on disk.
@@ -40,7 +55,12 @@
 // cut off or failing its checksum, is the last frame of the tail segment, or
 // zeros fill the file from it on) is always trimmed: it can only hold writes
 // that were never fsynced, since tidwall fsyncs a segment before it starts
-// the next one and we fsync the tail before reporting anything durable. Any other cut is corruption: Options.OnCorruption says
+// the next one and we fsync the tail before reporting anything durable. A
+// blob record whose payload cannot be read back (file missing, too short,
+// CRC mismatch) is a bad record at its index like any other: torn only when
+// it is the last frame of the tail segment. Blob files no recovered entry
+// refers to are removed, and the last one is cut after its last referenced
+// payload. Any other cut is corruption: Options.OnCorruption says
 // whether Open trims it too (CorruptionTruncate) or leaves the files
 // untouched and returns a *CorruptionError (CorruptionRefuse), so that the
 // driver can quarantine the partition (SPEC §7) until an operator repairs it.

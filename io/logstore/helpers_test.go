@@ -16,10 +16,12 @@ import (
 )
 
 // testOptions are small enough to make several segments from a few
-// hundred entries.
+// hundred entries. Blob files rotate at the segment size, so that they too
+// come several to a test, and snapshots can reclaim them.
 func testOptions(segmentSizeBytes int, policy CorruptionPolicy) Options {
 	opts := DefaultOptions()
 	opts.SegmentSizeBytes = segmentSizeBytes
+	opts.BlobFileSizeBytes = int64(segmentSizeBytes)
 	opts.OnCorruption = policy
 	return opts
 }

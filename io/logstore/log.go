@@ -52,6 +52,16 @@ type Log struct {
 	recordBuf  []byte
 	frameSizes []int // of the batch being built, for the segment mirror
 
+	// Blob files (blob.go): the live ones by id, the last open for append.
+	blobFiles  []blobFile
+	blobActive *os.File
+	// Reused every Append: the round's payloads back to back, where each
+	// file's run of them starts, and each entry's reference.
+	blobBuf     []byte
+	blobChunks  []blobChunk
+	blobRefs    []blobRef
+	blobScratch blobScratch
+
 	failed error
 	closed bool
 	stats  LogStats
@@ -65,6 +75,11 @@ type LogStats struct {
 	DirSyncs     uint64 // directory fsyncs for new segment files
 	SegmentRolls uint64 // segment files tidwall started
 	Snapshots    uint64 // snapshots saved
+
+	BlobWrites       uint64 // blob file writes, each followed by an fdatasync
+	BlobBytes        uint64 // payload bytes written to blob files
+	BlobFilesCreated uint64 // each with a directory fsync
+	BlobFilesRemoved uint64 // by snapshots
 }
 
 // tidwallOptions: we fsync ourselves (Sync), never read through tidwall
@@ -106,6 +121,7 @@ func Open(dir string, opts Options) (*Log, Recovered, error) {
 		if l.wal != nil {
 			l.wal.Close()
 		}
+		l.closeBlobs()
 		dirFile.Close()
 		return nil, Recovered{}, err
 	}
@@ -150,21 +166,36 @@ func (l *Log) fail(err error) error {
 }
 
 // Append encodes entries and writes them to the log, one tidwall batch per
-// BatchEntriesMax / BatchBytesMax. Nothing is fsynced: call Sync. Entries
-// must follow on from LastIndex, and epochs never go back.
+// BatchEntriesMax / BatchBytesMax. Large publish payloads go to the blob
+// files first, which are made durable before any record refers to them
+// (blob.go); the records are not fsynced: call Sync. Entries must follow
+// on from LastIndex, and epochs never go back.
 func (l *Log) Append(entries []core.Entry) error {
 	if err := l.usable(); err != nil {
 		return err
+	}
+	epoch := l.lastEpoch
+	for i := range entries {
+		e := &entries[i]
+		assertTrue(e.Index == l.lastIndex+1+uint64(i), "entries are appended in contiguous index order")
+		assertTrue(e.Epoch >= epoch, "entry epochs never go back")
+		assertTrue(e.Epoch != 0, "entries carry an epoch")
+		epoch = e.Epoch
+	}
+	l.placeBlobs(entries)
+	if err := l.writeBlobs(); err != nil {
+		return l.fail(err)
 	}
 	l.batch.Clear()
 	l.frameSizes = l.frameSizes[:0]
 	batchBytes := 0
 	for i := range entries {
 		e := &entries[i]
-		assertTrue(e.Index == l.lastIndex+1+uint64(len(l.frameSizes)), "entries are appended in contiguous index order")
-		assertTrue(e.Epoch >= l.lastEpoch, "entry epochs never go back")
-		assertTrue(e.Epoch != 0, "entries carry an epoch")
-		l.recordBuf = appendRecord(l.recordBuf[:0], e)
+		if ref := l.blobRefs[i]; ref.lengthBytes > 0 {
+			l.recordBuf = appendBlobRecord(l.recordBuf[:0], e, ref, &l.blobScratch)
+		} else {
+			l.recordBuf = appendRecord(l.recordBuf[:0], e)
+		}
 		full := len(l.frameSizes) == l.opts.BatchEntriesMax || batchBytes+len(l.recordBuf) > l.opts.BatchBytesMax
 		if len(l.frameSizes) > 0 && full {
 			if err := l.writeBatch(batchBytes); err != nil {
@@ -300,6 +331,15 @@ func (l *Log) SaveSnapshot(index uint64, data []byte) error {
 	if err := l.truncateFront(index + 1); err != nil {
 		return l.fail(err)
 	}
+	// After the truncation, so that a crash in between leaves only blob
+	// files nothing live refers to, which Open removes.
+	if removed, err := l.removeCoveredBlobs(index); err != nil {
+		return l.fail(err)
+	} else if removed > 0 {
+		if err := l.dirFile.Sync(); err != nil {
+			return l.fail(err)
+		}
+	}
 	return nil
 }
 
@@ -370,11 +410,12 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	walErr := l.wal.Close() // fsyncs the tail once more, even with NoSync
+	blobErr := l.closeBlobs()
 	dirErr := l.dirFile.Close()
 	if l.failed != nil {
 		return l.failed
 	}
-	return errors.Join(syncErr, walErr, dirErr)
+	return errors.Join(syncErr, walErr, blobErr, dirErr)
 }
 
 func syncDirPath(dir string) error {

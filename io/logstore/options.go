@@ -42,6 +42,16 @@ type Options struct {
 	PendingEntriesMax int
 	// OnCorruption is what Open does with corruption that is not a torn tail.
 	OnCorruption CorruptionPolicy
+	// BlobPayloadBytesMin: a publish payload at least this long is written
+	// to the blob files (blob.go) and its tidwall record holds a reference;
+	// shorter ones stay inline, where a reference (24 bytes) and a second
+	// write would cost more than the copies tidwall makes.
+	BlobPayloadBytesMin int
+	// BlobFileSizeBytes is the size at which a blob file is closed and the
+	// next one started. A blob file is deleted only when a snapshot covers
+	// every entry referring to it, so this is the granularity of reclaiming
+	// payload bytes; one payload larger than it gets a file of its own.
+	BlobFileSizeBytes int64
 }
 
 // DefaultOptions returns the defaults. Corruption is refused by default, as
@@ -53,11 +63,13 @@ type Options struct {
 // and the rewrite a snapshot's TruncateFront may cost.
 func DefaultOptions() Options {
 	return Options{
-		SegmentSizeBytes:  8 << 20,
-		BatchEntriesMax:   4096,
-		BatchBytesMax:     8 << 20,
-		PendingEntriesMax: 4 * 4096,
-		OnCorruption:      CorruptionRefuse,
+		SegmentSizeBytes:    8 << 20,
+		BatchEntriesMax:     4096,
+		BatchBytesMax:       8 << 20,
+		PendingEntriesMax:   4 * 4096,
+		OnCorruption:        CorruptionRefuse,
+		BlobPayloadBytesMin: 256,
+		BlobFileSizeBytes:   64 << 20,
 	}
 }
 
@@ -72,6 +84,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("logstore options: PendingEntriesMax must be at least 1")
 	case o.OnCorruption != CorruptionRefuse && o.OnCorruption != CorruptionTruncate:
 		return fmt.Errorf("logstore options: OnCorruption %d is not a policy", o.OnCorruption)
+	case o.BlobPayloadBytesMin < 1:
+		return fmt.Errorf("logstore options: BlobPayloadBytesMin must be at least 1")
+	case o.BlobFileSizeBytes < 1:
+		return fmt.Errorf("logstore options: BlobFileSizeBytes must be at least 1")
 	}
 	return nil
 }

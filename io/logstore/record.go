@@ -10,7 +10,14 @@ import (
 // Records and frames. Invariants:
 //   - a frame is tidwall's binary entry: uvarint data length, then the data;
 //   - a frame's data is one record: u32 CRC-32C (big-endian) of the rest,
-//     then core.AppendEntry bytes, whose index is the frame's tidwall index;
+//     then either core.AppendEntry bytes (an inline record: they start with
+//     the entry magic 0xFE), or a blob record: the byte blobRecordKind, the
+//     blob reference (file id u64, offset u64, length u32, payload CRC-32C
+//     u32, all big-endian), then core.AppendEntry bytes of the entry with an
+//     empty payload. Either way the entry's index is the frame's tidwall index;
+//   - only a publish with a payload of at least BlobPayloadBytesMin gets a
+//     blob record, and its payload is durable in the blob file before the
+//     record is written to tidwall (blob.go);
 //   - a record is checked the same way on the way in (Append asserts index
 //     and epoch) and on the way out (checkRecord), so a record that passes
 //     is one we wrote.
@@ -32,27 +39,95 @@ func appendRecord(dst []byte, e *core.Entry) []byte {
 	return dst
 }
 
+const (
+	// blobRecordKind opens a blob record after the CRC. It differs from
+	// core's entry magic (0xFE), which opens an inline record, so logs
+	// written before blob records existed read unchanged.
+	blobRecordKind = 0xB1
+	// blobRefBytes: kind, file id, offset, length, payload CRC.
+	blobRefBytes = 1 + 8 + 8 + 4 + 4
+)
+
+// blobRef locates one payload in the blob files.
+type blobRef struct {
+	fileID      uint64 // the blob file's name: the index of the first entry in it
+	offsetBytes uint64 // where the payload starts in the file
+	lengthBytes uint32 // > 0: only payloads of at least BlobPayloadBytesMin >= 1 go to blobs
+	crc         uint32 // CRC-32C of the payload
+}
+
+func (r blobRef) endBytes() uint64 { return r.offsetBytes + uint64(r.lengthBytes) }
+
+// appendBlobRecord encodes e as a blob record after dst: ref in place of
+// the payload. scratch is reused to encode e without its payload, without
+// changing e.Body, which the core and other goroutines share.
+func appendBlobRecord(dst []byte, e *core.Entry, ref blobRef, scratch *blobScratch) []byte {
+	assertTrue(e.Kind == core.EntryPublish && e.Body != nil, "only publishes have blob payloads")
+	assertTrue(uint64(len(e.Body.Payload)) == uint64(ref.lengthBytes) && ref.lengthBytes > 0, "the reference is to this payload")
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, blobRecordKind)
+	dst = binary.BigEndian.AppendUint64(dst, ref.fileID)
+	dst = binary.BigEndian.AppendUint64(dst, ref.offsetBytes)
+	dst = binary.BigEndian.AppendUint32(dst, ref.lengthBytes)
+	dst = binary.BigEndian.AppendUint32(dst, ref.crc)
+	scratch.entry, scratch.body = *e, *e.Body
+	scratch.body.Payload = nil
+	scratch.entry.Body = &scratch.body
+	dst = core.AppendEntry(dst, &scratch.entry)
+	*scratch = blobScratch{} // keep no reference to the caller's entry
+	crc := crc32.Checksum(dst[start+recordHeaderBytes:], castagnoli)
+	binary.BigEndian.PutUint32(dst[start:], crc)
+	return dst
+}
+
+// blobScratch is the payload-less copy of an entry appendBlobRecord encodes.
+type blobScratch struct {
+	entry core.Entry
+	body  core.Body
+}
+
 // checkRecord verifies and decodes the record stored at tidwall index
-// wantIndex, after an entry of epoch epochMin.
-func checkRecord(record []byte, wantIndex, epochMin uint64) (core.Entry, CutReason) {
+// wantIndex, after an entry of epoch epochMin. For a blob record it returns
+// the reference too (ok), and the entry's payload is still to be read.
+func checkRecord(record []byte, wantIndex, epochMin uint64) (core.Entry, blobRef, bool, CutReason) {
 	if len(record) < recordHeaderBytes {
-		return core.Entry{}, CutShortRecord
+		return core.Entry{}, blobRef{}, false, CutShortRecord
 	}
 	crc := binary.BigEndian.Uint32(record)
 	if crc32.Checksum(record[recordHeaderBytes:], castagnoli) != crc {
-		return core.Entry{}, CutChecksum
+		return core.Entry{}, blobRef{}, false, CutChecksum
 	}
-	e, err := core.DecodeEntry(record[recordHeaderBytes:])
+	body := record[recordHeaderBytes:]
+	var ref blobRef
+	isBlob := len(body) > 0 && body[0] == blobRecordKind
+	if isBlob {
+		if len(body) < blobRefBytes {
+			return core.Entry{}, blobRef{}, false, CutUndecodable
+		}
+		ref = blobRef{
+			fileID:      binary.BigEndian.Uint64(body[1:]),
+			offsetBytes: binary.BigEndian.Uint64(body[9:]),
+			lengthBytes: binary.BigEndian.Uint32(body[17:]),
+			crc:         binary.BigEndian.Uint32(body[21:]),
+		}
+		body = body[blobRefBytes:]
+	}
+	e, err := core.DecodeEntry(body)
 	if err != nil {
-		return core.Entry{}, CutUndecodable
+		return core.Entry{}, blobRef{}, false, CutUndecodable
+	}
+	if isBlob && (e.Kind != core.EntryPublish || len(e.Body.Payload) != 0 || ref.lengthBytes == 0 ||
+		ref.fileID == 0 || ref.fileID > e.Index) {
+		// CRC fine but not what appendBlobRecord writes.
+		return core.Entry{}, blobRef{}, false, CutUndecodable
 	}
 	if e.Index != wantIndex {
-		return core.Entry{}, CutIndexMismatch
+		return core.Entry{}, blobRef{}, false, CutIndexMismatch
 	}
 	if e.Epoch < epochMin {
-		return core.Entry{}, CutEpochWentBack
+		return core.Entry{}, blobRef{}, false, CutEpochWentBack
 	}
-	return e, CutNone
+	return e, ref, isBlob, CutNone
 }
 
 // recordSizeBytesEstimate approximates (from above, within about a hundred
@@ -141,6 +216,11 @@ const (
 	CutSegmentGap    CutReason = 7 // a segment file does not start where the previous one ended
 	CutMissingPrefix CutReason = 8 // the log starts after snapshot index + 1: entries are missing
 	CutBadFrame      CutReason = 9 // the length prefix is not a valid uvarint
+	// A blob record whose payload cannot be read back: the blob file is
+	// absent, ends before the payload, or holds other bytes there.
+	CutBlobMissing  CutReason = 10
+	CutBlobShort    CutReason = 11
+	CutBlobChecksum CutReason = 12
 )
 
 func (r CutReason) String() string {
@@ -165,6 +245,12 @@ func (r CutReason) String() string {
 		return "missing prefix"
 	case CutBadFrame:
 		return "bad frame length"
+	case CutBlobMissing:
+		return "blob file missing"
+	case CutBlobShort:
+		return "blob file too short"
+	case CutBlobChecksum:
+		return "blob checksum mismatch"
 	}
 	return "unknown"
 }

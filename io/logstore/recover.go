@@ -39,6 +39,11 @@ type Recovered struct {
 	// RemovedFiles counts leftovers Open deleted: temporary files and
 	// superseded snapshots a crash left behind.
 	RemovedFiles int
+	// RemovedBlobFiles counts blob files Open deleted because no recovered
+	// entry refers to them: covered by the snapshot (a crash before
+	// SaveSnapshot removed them), or holding only payloads of records a
+	// crash or the cut lost.
+	RemovedBlobFiles int
 }
 
 func (l *Log) recover() (Recovered, error) {
@@ -63,7 +68,7 @@ func (l *Log) recover() (Recovered, error) {
 		return rec, err
 	}
 	isNew := len(listing.segments) == 0 && snapshotIndex == 0
-	segments, scan, err := l.scanAndCut(&rec, listing.segments, snapshotIndex)
+	segments, scan, err := l.scanAndCut(&rec, listing.segments, snapshotIndex, newBlobReader(l.dir, listing.blobs))
 	if err != nil {
 		return rec, err
 	}
@@ -73,7 +78,11 @@ func (l *Log) recover() (Recovered, error) {
 		}
 		rec.ResetLog = !isNew
 		segments = []segmentFile{{name: segmentName(snapshotIndex + 1), firstIndex: snapshotIndex + 1}}
-		scan.lastIndex, scan.entries = snapshotIndex, nil
+		scan.lastIndex, scan.entries, scan.blobUses = snapshotIndex, nil, nil
+	}
+	// After the cut: a refused open returns above with every file as it was.
+	if rec.RemovedBlobFiles, err = l.openBlobs(listing.blobs, scan.blobUses); err != nil {
+		return rec, err
 	}
 	if err := l.openTidwall(segments[0].firstIndex, scan.lastIndex); err != nil {
 		return rec, err
@@ -106,8 +115,8 @@ func (l *Log) recover() (Recovered, error) {
 
 // scanAndCut scans the segments and makes the cut the policy allows. It
 // returns the segments left.
-func (l *Log) scanAndCut(rec *Recovered, segments []segmentFile, snapshotIndex uint64) ([]segmentFile, scanResult, error) {
-	scan, err := scanSegments(l.dir, segments, snapshotIndex)
+func (l *Log) scanAndCut(rec *Recovered, segments []segmentFile, snapshotIndex uint64, blobs *blobReader) ([]segmentFile, scanResult, error) {
+	scan, err := scanSegments(l.dir, segments, snapshotIndex, blobs)
 	if err != nil || scan.cut == nil {
 		return segments, scan, err
 	}

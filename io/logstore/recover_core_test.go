@@ -57,7 +57,11 @@ func (d *partitionDriver) workload(midway func()) {
 	d.step(&core.SetGlobalDLQ{NowMs: d.nowMs, Target: &core.DLQTarget{Topic: "global-dlq"}})
 	for half := range 2 {
 		for i := range 60 {
-			body := &core.Body{Payload: []byte(fmt.Sprintf("message %d-%d", half, i)),
+			payload := []byte(fmt.Sprintf("message %d-%d", half, i))
+			if i%3 == 0 { // large enough for a blob file, the rest inline
+				payload = append(payload, bytes.Repeat([]byte{'x'}, 400)...)
+			}
+			body := &core.Body{Payload: payload,
 				Headers: []core.Header{{Key: "n", Value: fmt.Sprint(i)}}, ContentType: core.ContentType{Kind: core.ContentText}}
 			pub := &core.Publish{NowMs: d.nowMs, Confirm: true, Body: body}
 			switch i % 5 {

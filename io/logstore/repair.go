@@ -89,6 +89,7 @@ func parseIndexName(name string) (uint64, bool) {
 type dirListing struct {
 	segments  []segmentFile  // by first index
 	snapshots []snapshotFile // by index
+	blobs     []blobOnDisk   // by id
 	// unfinished tidwall truncations: a .START or .END segment that
 	// tidwall's Open completes.
 	tidwallPending []string
@@ -115,6 +116,14 @@ func listDir(dir string) (dirListing, error) {
 			listing.segments = append(listing.segments, segmentFile{name: name, firstIndex: index, sizeBytes: info.Size()})
 			continue
 		}
+		if id, ok := parseBlobName(name); ok {
+			info, err := entry.Info()
+			if err != nil {
+				return listing, err
+			}
+			listing.blobs = append(listing.blobs, blobOnDisk{id: id, sizeBytes: info.Size()})
+			continue
+		}
 		if index, ok := parseSnapshotName(name); ok {
 			listing.snapshots = append(listing.snapshots, snapshotFile{name: name, index: index})
 			continue
@@ -135,6 +144,7 @@ func listDir(dir string) (dirListing, error) {
 	}
 	sort.Slice(listing.segments, func(i, j int) bool { return listing.segments[i].firstIndex < listing.segments[j].firstIndex })
 	sort.Slice(listing.snapshots, func(i, j int) bool { return listing.snapshots[i].index < listing.snapshots[j].index })
+	sort.Slice(listing.blobs, func(i, j int) bool { return listing.blobs[i].id < listing.blobs[j].id })
 	return listing, nil
 }
 
@@ -170,7 +180,9 @@ type scanResult struct {
 	entries   []core.Entry // the valid entries after the snapshot, in order
 	lastIndex uint64       // the last valid record's index (entries or not)
 	lastEpoch uint64       // of the last decoded entry; 0 when none
-	cut       *Cut
+	// blobUses: the blob files the entries refer to, in order.
+	blobUses []blobUse
+	cut      *Cut
 	// cutSegment is the position in segments of the file the cut is in;
 	// cutDropsFile says that whole file goes (its name is wrong).
 	cutSegment   int
@@ -180,8 +192,10 @@ type scanResult struct {
 // scanSegments reads every segment in order and stops at the first bad
 // record. Records at or below snapshotIndex are framed but not decoded: the
 // snapshot replaces them and recovery truncates them, so corruption there
-// must not cost the entries after them.
-func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64) (scanResult, error) {
+// must not cost the entries after them. A blob record's payload is read
+// back from blobs and checked as part of its record: a payload that cannot
+// be read is a bad record at that index.
+func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64, blobs *blobReader) (scanResult, error) {
 	var res scanResult
 	res.lastIndex = snapshotIndex
 	if len(segments) == 0 {
@@ -205,13 +219,23 @@ func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64) (sca
 			f := parseFrame(data[pos:])
 			reason := CutNone
 			var e core.Entry
+			var ref blobRef
+			isBlob := false
 			switch {
 			case !f.ok && f.reachesEOF:
 				reason = CutTornFrame
 			case !f.ok:
 				reason = CutBadFrame
 			case next > snapshotIndex:
-				e, reason = checkRecord(f.data, next, res.lastEpoch)
+				e, ref, isBlob, reason = checkRecord(f.data, next, res.lastEpoch)
+			}
+			if reason == CutNone && isBlob && !res.refFollows(ref) {
+				reason = CutUndecodable
+			}
+			if reason == CutNone && isBlob {
+				if e.Body.Payload, reason, err = blobs.payload(ref); err != nil {
+					return res, err
+				}
 			}
 			if reason != CutNone {
 				return res, res.cutRecord(dir, segments, k, data, pos, f, next, reason)
@@ -219,6 +243,9 @@ func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64) (sca
 			if next > snapshotIndex {
 				res.entries = append(res.entries, e)
 				res.lastEpoch = e.Epoch
+				if isBlob {
+					res.noteUse(next, ref)
+				}
 			}
 			res.lastIndex = next
 			next++
@@ -236,9 +263,11 @@ func (res *scanResult) cutRecord(dir string, segments []segmentFile, k int, data
 	// A write cut short leaves a frame that runs off the end, fails its
 	// checksum, or reads as zeros; a record that passes its checksum but
 	// holds the wrong index or epoch was written whole, so it is corruption
-	// wherever it is.
+	// wherever it is. A payload that cannot be read back counts as a record
+	// that fails its checksum: torn only as the last frame of the log.
 	isTail := k == len(segments)-1
-	looksUnfinished := reason == CutTornFrame || reason == CutShortRecord || reason == CutChecksum
+	looksUnfinished := reason == CutTornFrame || reason == CutShortRecord || reason == CutChecksum ||
+		reason == CutBlobMissing || reason == CutBlobShort || reason == CutBlobChecksum
 	later, laterRecords, err := laterSegments(dir, segments[k+1:])
 	if err != nil {
 		return err

@@ -46,7 +46,9 @@ func tailWithRecords(t *testing.T, dir string) segmentFile {
 // a torn tail is never refused.
 func TestTornTailEveryOffset(t *testing.T) {
 	const count = 61
-	opts := testOptions(4<<10, CorruptionRefuse)
+	// 2 KiB segments: payloads of 256 bytes and more are in blob files, so
+	// 61 records make several segments only at this size.
+	opts := testOptions(2<<10, CorruptionRefuse)
 	master := t.TempDir()
 	all := writeLog(t, master, opts, count, 3)
 	if len(segmentsOf(t, master)) < 3 {
@@ -280,7 +282,7 @@ func TestMissingPrefix(t *testing.T) {
 func TestIndexMismatch(t *testing.T) {
 	opts := testOptions(4<<10, CorruptionRefuse)
 	dir := t.TempDir()
-	writeLog(t, dir, opts, 300, 11)
+	writeLog(t, dir, opts, 310, 11) // 300 would leave the tail empty (payloads in blob files)
 	segs := segmentsOf(t, dir)
 	last := segs[len(segs)-1]
 	// Drop the last record of the segment before the tail and rename the
