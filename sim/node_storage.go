@@ -157,6 +157,9 @@ func (n *Node) restart() {
 		entries[rec.Stream] = append(entries[rec.Stream], e)
 	}
 	for i, ps := range n.parts {
+		// As the broker does with its boot counter: tags of this incarnation
+		// start above any tag a lost log tail may have handed out.
+		ps.cfg.TagFloor = n.incarnation << 40
 		if !n.recoverPart(ps, entries[i]) {
 			return
 		}
