@@ -7,6 +7,7 @@ require (
 	github.com/quic-go/quic-go v0.65.0
 	github.com/tidwall/wal v1.2.1
 	golang.org/x/crypto v0.54.0
+	golang.org/x/sys v0.47.0
 	pgregory.net/rapid v1.3.0
 )
 
@@ -16,5 +17,4 @@ require (
 	github.com/tidwall/pretty v1.2.0 // indirect
 	github.com/tidwall/tinylru v1.1.0 // indirect
 	golang.org/x/net v0.56.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
 )
