@@ -203,37 +203,35 @@ func (b *Broker) fatal(err error) {
 	close(b.failed)
 }
 
-// runnerFor returns the runner of one queue partition, loading it on first
-// use. With create, an undeclared queue is created with one partition
-// (implicit queues, SPEC §1); partition then selects modulo the count.
-func (b *Broker) runnerFor(q queueName, partition uint32, create bool) (*runner, error) {
-	count := b.catalog.partitions(q)
-	if count == 0 {
-		if !create {
-			return nil, errQueueNotFound
-		}
-		var err error
-		if count, err = b.catalog.ensure(q, 1, b.cfg.QueuesMax); err != nil {
-			return nil, err
-		}
+// partitionsOf returns a queue's partition count, creating an undeclared queue
+// with one partition (implicit queues, SPEC §1).
+func (b *Broker) partitionsOf(q queueName) (uint32, error) {
+	if count := b.catalog.partitions(q); count != 0 {
+		return count, nil
+	}
+	return b.catalog.ensure(q, 1, b.cfg.QueuesMax)
+}
+
+// runnerFor returns the runner of partition (modulo the queue's count),
+// loading it on first use.
+func (b *Broker) runnerFor(q queueName, partition uint32) (*runner, error) {
+	count, err := b.partitionsOf(q)
+	if err != nil {
+		return nil, err
 	}
 	return b.loadRunner(core.QueueID{Topic: q.Topic, Group: q.Group, Partition: partition % count})
 }
 
 var (
-	errQueueNotFound  = errors.New("queue not found")
 	errPartitionRange = errors.New("partition out of range for this queue")
 	errBrokerClosing  = errors.New("broker is shutting down")
 )
 
 // runnerForExact loads partition exactly, refusing one out of range.
 func (b *Broker) runnerForExact(q queueName, partition uint32) (*runner, error) {
-	count := b.catalog.partitions(q)
-	if count == 0 {
-		var err error
-		if count, err = b.catalog.ensure(q, 1, b.cfg.QueuesMax); err != nil {
-			return nil, err
-		}
+	count, err := b.partitionsOf(q)
+	if err != nil {
+		return nil, err
 	}
 	if partition >= count {
 		return nil, errPartitionRange

@@ -277,7 +277,7 @@ func (r *runner) forwardDeadLetter(dl core.DeadLetter) {
 	// Off the runner goroutine: loading the target may recover a whole
 	// partition, and two runners must never wait on each other's inbox.
 	go func() {
-		target, err := source.b.runnerFor(queueName{Topic: dl.Target.Topic, Group: dl.Target.Group}, uint32(dl.Offset), true)
+		target, err := source.b.runnerFor(queueName{Topic: dl.Target.Topic, Group: dl.Target.Group}, uint32(dl.Offset))
 		if err != nil {
 			source.b.log.Error("dead-letter target unavailable; the copy is resent after restart", "queue", source.id.String(), "target", dl.Target.Topic, "err", err)
 			return

@@ -172,8 +172,6 @@ func (s connRef) loadError(requestID uint64, op wire.Opcode, err error) {
 	switch {
 	case errors.Is(err, errPartitionRange):
 		s.replyError(op, requestID, wire.CodeInvalid, err.Error())
-	case errors.Is(err, errQueueNotFound):
-		s.replyError(op, requestID, wire.CodeNotFound, err.Error())
 	default:
 		s.replyError(op, requestID, wire.CodeInternal, "broker-side failure (retry later): "+err.Error())
 	}
