@@ -73,6 +73,9 @@ func AppendEntry(dst []byte, e *Entry) []byte {
 		dst = appendOptTarget(dst, e.Target)
 	case EntryPublish:
 		assertTrue(e.Body != nil, "publish entry has a body")
+		// An entry carries its payload; a stored body's bytes are the
+		// storage's to copy (a dead-letter copy reads them first).
+		assertTrue(!e.Body.IsStored(), "a publish entry carries its payload, not a reference")
 		dst = binary.BigEndian.AppendUint64(dst, e.Offset)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(e.ExpiresAtMs))
 		dst = binary.BigEndian.AppendUint64(dst, uint64(e.AtMs))

@@ -14,8 +14,10 @@ func (p *Partition) CheckInvariants() error {
 	}
 	counts := map[msgState]int{}
 	var err error
+	residentBytes := int64(0)
 	p.store.forEach(func(offset uint64, m *message) {
 		counts[m.state]++
+		residentBytes += int64(len(m.body.Payload))
 		switch {
 		case err != nil:
 		case offset >= p.nextOffset:
@@ -32,6 +34,9 @@ func (p *Partition) CheckInvariants() error {
 	})
 	if err != nil {
 		return err
+	}
+	if residentBytes != p.store.residentBytes {
+		return fmt.Errorf("resident payload bytes %d, but live messages hold %d", p.store.residentBytes, residentBytes)
 	}
 	if counts[stateReady] != p.readyCount {
 		return fmt.Errorf("ready count %d, but %d messages are ready", p.readyCount, counts[stateReady])

@@ -36,13 +36,36 @@ type ContentType struct {
 // Body is what a producer published, plus the broker's receive stamp. The core
 // takes ownership on publish and never mutates it afterwards, so deliveries
 // share it.
+//
+// A body is stored when Ref is set (Ref.Stored()): its payload is then not in
+// memory (Payload is nil) but in the driver's storage at Ref, and whoever
+// needs the bytes (a delivery, a dead-letter copy) reads them from there. The
+// core never reads a payload, so it treats both kinds alike; a stored body
+// comes from SpillBody or from recovery.
 type Body struct {
 	Payload     []byte
 	Headers     []Header
 	ContentType ContentType
 	PublishedMs int64 // producer clock, echoed as is
 	ReceivedMs  int64 // broker clock at publish, stamped by the core
+	Ref         PayloadRef
 }
+
+// PayloadRef says where the driver's storage keeps a payload that is not in
+// memory. The core only carries it (and writes it into snapshots); its
+// meaning is the driver's.
+type PayloadRef struct {
+	File        uint64
+	OffsetBytes uint64
+	LengthBytes uint32 // > 0 for a stored payload (empty payloads are never stored)
+	Checksum    uint32
+}
+
+// Stored says whether the ref names a stored payload.
+func (r PayloadRef) Stored() bool { return r.LengthBytes > 0 }
+
+// IsStored says whether the body's payload is in storage rather than memory.
+func (b *Body) IsStored() bool { return b.Ref.Stored() }
 
 // msgState is a live message's state. Stored in snapshots: append-only.
 type msgState uint8
@@ -90,6 +113,9 @@ type messageStore struct {
 	tail     *chunk // cache of the chunk publishes go to
 	live     int
 	freeList []*chunk
+	// residentBytes sums the in-memory payloads of live messages (stored
+	// bodies count nothing): what SpillBody can give back.
+	residentBytes int64
 }
 
 func newMessageStore() messageStore {
@@ -130,6 +156,7 @@ func (s *messageStore) insert(offset uint64, body *Body) *message {
 	*m = message{body: body}
 	c.live++
 	s.live++
+	s.residentBytes += int64(len(body.Payload))
 	return m
 }
 
@@ -140,6 +167,8 @@ func (s *messageStore) remove(offset uint64) {
 	assertTrue(c != nil, "removed offset has a chunk")
 	m := &c.slots[offset&chunkMask]
 	assertTrue(m.body != nil, "removed offset is live")
+	s.residentBytes -= int64(len(m.body.Payload))
+	assertTrue(s.residentBytes >= 0, "resident payload bytes never go negative")
 	*m = message{}
 	c.live--
 	s.live--

@@ -152,7 +152,7 @@ func (p *Partition) emitDeadLetter(offset uint64, m *message) {
 		Header{HeaderDLQReason, m.reason.String()},
 		Header{HeaderDLQDeadLetteredAtMs, strconv.FormatInt(m.dueMs, 10)},
 	)
-	body := &Body{Payload: src.Payload, Headers: headers, ContentType: src.ContentType, PublishedMs: src.PublishedMs}
+	body := &Body{Payload: src.Payload, Headers: headers, ContentType: src.ContentType, PublishedMs: src.PublishedMs, Ref: src.Ref}
 	p.rd.DeadLetters = append(p.rd.DeadLetters, DeadLetter{Offset: offset, Target: p.dlqTargets[offset], Reason: m.reason, Body: body})
 }
 

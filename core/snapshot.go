@@ -12,7 +12,19 @@ import (
 //   - Recover(snapshot, suffix) runs the very apply the live partition ran,
 //     so the recovered state equals the live state at the same index.
 
-var snapshotMagic = [4]byte{'F', 'S', 'N', '1'}
+// snapshotMagic opens a snapshot. FSN2 adds, after each message's body, a
+// stored flag and, when set, the body's PayloadRef; FSN1 (no flag) is still
+// read.
+var (
+	snapshotMagic   = [4]byte{'F', 'S', 'N', '2'}
+	snapshotMagicV1 = [4]byte{'F', 'S', 'N', '1'}
+)
+
+// Per-message flag after the body in FSN2.
+const (
+	snapshotBodyInline = 0
+	snapshotBodyStored = 1
+)
 
 // Snapshot encodes the durable state as of LastIndex.
 func (p *Partition) Snapshot() []byte {
@@ -20,7 +32,7 @@ func (p *Partition) Snapshot() []byte {
 	// costs several copies and fresh pages for each.
 	sizeBytes := 128
 	p.store.forEach(func(_ uint64, m *message) {
-		sizeBytes += 96 + len(m.body.Payload) + len(m.body.ContentType.Custom)
+		sizeBytes += 128 + len(m.body.Payload) + len(m.body.ContentType.Custom)
 		for _, h := range m.body.Headers {
 			sizeBytes += 8 + len(h.Key) + len(h.Value)
 		}
@@ -42,6 +54,16 @@ func (p *Partition) Snapshot() []byte {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(m.dueMs))
 		dst = binary.BigEndian.AppendUint64(dst, m.tag)
 		dst = appendBody(dst, m.body)
+		if m.body.IsStored() {
+			ref := m.body.Ref
+			dst = append(dst, snapshotBodyStored)
+			dst = binary.BigEndian.AppendUint64(dst, ref.File)
+			dst = binary.BigEndian.AppendUint64(dst, ref.OffsetBytes)
+			dst = binary.BigEndian.AppendUint32(dst, ref.LengthBytes)
+			dst = binary.BigEndian.AppendUint32(dst, ref.Checksum)
+		} else {
+			dst = append(dst, snapshotBodyInline)
+		}
 		if m.state == statePendingDLQ {
 			t := p.dlqTargets[offset]
 			dst = appendOptTarget(dst, &t)
@@ -101,9 +123,11 @@ func (p *Partition) applyRecovered(e *Entry) (err error) {
 
 func (p *Partition) restoreSnapshot(b []byte) error {
 	r := reader{b: b}
-	if string(r.take(4)) != string(snapshotMagic[:]) {
+	magic := string(r.take(4))
+	if magic != string(snapshotMagic[:]) && magic != string(snapshotMagicV1[:]) {
 		return ErrCorruptSnapshot
 	}
+	withRefs := magic == string(snapshotMagic[:])
 	p.lastEpoch = r.u64()
 	p.lastIndex = r.u64()
 	p.nextOffset = r.u64()
@@ -121,6 +145,18 @@ func (p *Partition) restoreSnapshot(b []byte) error {
 		expiresAtMs, dueMs := int64(r.u64()), int64(r.u64())
 		tag := r.u64()
 		body := r.body()
+		if withRefs {
+			switch r.u8() {
+			case snapshotBodyInline:
+			case snapshotBodyStored:
+				body.Ref = PayloadRef{File: r.u64(), OffsetBytes: r.u64(), LengthBytes: r.u32(), Checksum: r.u32()}
+				if len(body.Payload) != 0 || !body.Ref.Stored() {
+					return ErrCorruptSnapshot
+				}
+			default:
+				return ErrCorruptSnapshot
+			}
+		}
 		if r.bad || offset >= p.nextOffset || p.store.get(offset) != nil || state < stateReady || state > statePendingDLQ {
 			return ErrCorruptSnapshot
 		}

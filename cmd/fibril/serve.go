@@ -60,6 +60,8 @@ func runServe(args []string) int {
 	graceMs := fs.Int64("reconnect-grace-ms", def.ReconnectGraceMs, "how long a dropped client's session waits for it to resume (0 disables)")
 	leaseMs := fs.Int64("lease-ms", def.Partition.LeaseMs, "how long a delivery stays leased without a settle (delivery.inflight_ttl_ms)")
 	maxRetries := fs.Uint("max-retries", uint(def.Partition.MaxRetriesDefault), "default dlq_max_retries for queues that declare none")
+	residentMB := fs.Int64("resident-payload-mb", def.ResidentPayloadBytesMax>>20, "MiB of message payloads kept in memory over all queues; past it, payloads are read back from disk when delivered")
+	snapshotMin := fs.Int("snapshot-entries-min", def.SnapshotEntriesMin, "fewest log entries between two snapshots of a queue partition")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's pprof profiles on this loopback HOST:PORT (off when empty)")
 	var users userFlags
@@ -90,6 +92,12 @@ func runServe(args []string) int {
 	cfg.ReconnectGraceMs = *graceMs
 	cfg.Partition.LeaseMs = *leaseMs
 	cfg.Partition.MaxRetriesDefault = uint32(*maxRetries)
+	if *residentMB < 0 {
+		fmt.Fprintln(os.Stderr, "fibril serve: --resident-payload-mb must not be negative")
+		return 2
+	}
+	cfg.ResidentPayloadBytesMax = *residentMB << 20
+	cfg.SnapshotEntriesMin = *snapshotMin
 	cfg.AdvertiseHost = *advertise
 	if cfg.AdvertiseHost == "" {
 		cfg.AdvertiseHost = host

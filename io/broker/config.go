@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/io/logstore"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -31,6 +32,14 @@ type Config struct {
 	RunnerInboxMax int
 	// QueuesMax bounds the queue partitions the broker will create.
 	QueuesMax int
+	// ResidentPayloadBytesMax bounds the payload bytes of live messages the
+	// broker holds in memory, over all partitions. Past it, a newly durable
+	// payload that is in a blob file is dropped from memory and read back
+	// from the file when it is delivered, so a backlog costs disk, not RAM.
+	ResidentPayloadBytesMax int64
+	// SnapshotEntriesMin is the fewest log entries between two snapshots of
+	// a partition (logstore.ShouldSnapshotAfter).
+	SnapshotEntriesMin int
 
 	// Users are seeded into the user store while it is empty.
 	Users []UserSeed
@@ -65,9 +74,14 @@ func DefaultConfig() Config {
 		OutboxBytesMax:       256 << 20,
 		RunnerInboxMax:       4096,
 		QueuesMax:            100_000,
-		AllowDefaultLoopback: true,
-		Partition:            core.DefaultConfig(core.QueueID{Topic: "template"}),
-		Logger:               slog.Default(),
+		// Enough to keep every consumer's prefetch window of a busy broker
+		// in memory; small enough that a backlog does not grow the heap
+		// (every fresh page costs a fault, docs/PERF-LOG.md).
+		ResidentPayloadBytesMax: 64 << 20,
+		SnapshotEntriesMin:      logstore.SnapshotEntriesMin,
+		AllowDefaultLoopback:    true,
+		Partition:               core.DefaultConfig(core.QueueID{Topic: "template"}),
+		Logger:                  slog.Default(),
 	}
 }
 
@@ -84,6 +98,10 @@ func (c Config) Validate() error {
 		return errors.New("config: frame payload cap must be at least 1 KiB")
 	case c.OutboxBytesMax < int(c.FramePayloadBytesMax):
 		return errors.New("config: the outbox must hold at least one largest frame")
+	case c.SnapshotEntriesMin < 1:
+		return errors.New("config: snapshot entries floor must be at least 1")
+	case c.ResidentPayloadBytesMax < 0:
+		return errors.New("config: resident payload bytes must not be negative")
 	case c.RunnerInboxMax < 1 || c.QueuesMax < 1:
 		return errors.New("config: runner inbox and queue limits must be at least 1")
 	case c.Logger == nil:

@@ -24,6 +24,11 @@ type metrics struct {
 	// unconfirmedRefused counts unconfirmed publishes the core refused (queue
 	// full, storage behind): they get no ERROR, which would kill the client.
 	unconfirmedRefused atomic.Uint64
+	// residentPayloadBytes is the payload bytes live messages hold in memory,
+	// over all partitions (Config.ResidentPayloadBytesMax bounds it).
+	residentPayloadBytes atomic.Int64
+	payloadsSpilled      atomic.Uint64 // payloads dropped from memory
+	payloadsRead         atomic.Uint64 // stored payloads read back for delivery
 }
 
 func (m *metrics) settled(s []core.Settlement) {

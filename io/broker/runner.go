@@ -36,6 +36,15 @@ type runner struct {
 	durableErr  atomic.Pointer[error]
 	wake        chan struct{}
 	fedDurable  uint64
+	// storedMu guards stored: publishes of durable rounds whose payloads
+	// are in blob files, in order, for the spill policy (spill).
+	storedMu sync.Mutex
+	stored   []logstore.StoredPayload
+	// payloads reads stored payloads back (runner goroutine only);
+	// residentReported is this partition's share of the broker's
+	// residentPayloadBytes.
+	payloads         *logstore.PayloadReader
+	residentReported int64
 
 	pending map[uint64]pendingReply
 	nextRef uint64
@@ -102,16 +111,18 @@ func (b *Broker) startRunner(id core.QueueID) (*runner, error) {
 	}
 	r := &runner{
 		b: b, id: id, p: p, log: log,
-		inbox:   make(chan request, b.cfg.RunnerInboxMax),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
-		wake:    make(chan struct{}, 1),
-		pending: map[uint64]pendingReply{},
-		subs:    map[uint64]*binding{},
-		timer:   time.NewTimer(time.Hour),
+		inbox:    make(chan request, b.cfg.RunnerInboxMax),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		pending:  map[uint64]pendingReply{},
+		subs:     map[uint64]*binding{},
+		timer:    time.NewTimer(time.Hour),
+		payloads: logstore.NewPayloadReader(dir),
 	}
 	r.timer.Stop()
 	r.fedDurable = p.LastIndex()
+	r.reportResident()
 	r.committer = logstore.NewCommitter(log, r.onDurable)
 	go r.run()
 	// The catalogue may hold settings declared while this partition was not
@@ -125,10 +136,15 @@ func (b *Broker) startRunner(id core.QueueID) (*runner, error) {
 }
 
 // onDurable runs on the committer goroutine.
-func (r *runner) onDurable(upTo uint64, err error) {
+func (r *runner) onDurable(upTo uint64, stored []logstore.StoredPayload, err error) {
 	if err != nil {
 		r.durableErr.Store(&err)
 	} else {
+		if len(stored) > 0 {
+			r.storedMu.Lock()
+			r.stored = append(r.stored, stored...)
+			r.storedMu.Unlock()
+		}
 		r.durableUpTo.Store(upTo)
 	}
 	select {
@@ -161,6 +177,7 @@ func (r *runner) run() {
 			if upTo := r.durableUpTo.Load(); upTo > r.fedDurable {
 				r.fedDurable = upTo
 				r.step(&core.Persisted{UpToIndex: upTo}, pendingReply{})
+				r.spill()
 				r.maybeSnapshot()
 			}
 		case <-r.timer.C:
@@ -212,14 +229,84 @@ func (r *runner) step(in core.Input, reply pendingReply) {
 	for i := range rd.Deliveries {
 		d := &rd.Deliveries[i]
 		if bnd := r.subs[d.SubID]; bnd != nil {
+			if d.Body.IsStored() && !r.loadStored(d) {
+				return
+			}
 			bnd.sess.deliver(bnd, d)
 		}
 	}
 	for i := range rd.DeadLetters {
-		r.forwardDeadLetter(rd.DeadLetters[i])
+		dl := rd.DeadLetters[i]
+		if dl.Body.IsStored() {
+			payload, err := r.payloads.Read(dl.Body.Ref)
+			if err != nil {
+				r.storageReadFailed(err)
+				return
+			}
+			loaded := *dl.Body
+			loaded.Payload, loaded.Ref = append([]byte(nil), payload...), core.PayloadRef{}
+			dl.Body = &loaded
+		}
+		r.forwardDeadLetter(dl)
 	}
 	r.b.metrics.settled(rd.Settled)
+	r.reportResident()
 	r.arm(rd.NextWakeMs, now)
+}
+
+// loadStored points d at a copy of its body with the payload read back from
+// the blob file. The payload is the reader's buffer: deliver encodes it
+// into the outbox at once, before the next read.
+func (r *runner) loadStored(d *core.Delivery) bool {
+	payload, err := r.payloads.Read(d.Body.Ref)
+	if err != nil {
+		r.storageReadFailed(err)
+		return false
+	}
+	loaded := *d.Body
+	loaded.Payload, loaded.Ref = payload, core.PayloadRef{}
+	d.Body = &loaded
+	r.b.metrics.payloadsRead.Add(1)
+	return true
+}
+
+// storageReadFailed: a durable payload cannot be read back (removed, cut
+// short, or failing its checksum). Nothing more may be served from this
+// log; restart recovery decides what is left (SPEC §7).
+func (r *runner) storageReadFailed(err error) {
+	r.b.fatal(fmt.Errorf("queue %s: reading a stored payload: %w", r.id, err))
+}
+
+// spill drops from memory the payloads of newly durable publishes while the
+// broker holds more than ResidentPayloadBytesMax of them, newest last: the
+// oldest messages, which consumers get first, keep theirs. A spilled
+// payload is read back from its blob file when it is delivered.
+func (r *runner) spill() {
+	r.storedMu.Lock()
+	stored := r.stored
+	r.stored = nil
+	r.storedMu.Unlock()
+	limit := r.b.cfg.ResidentPayloadBytesMax
+	for _, sp := range stored {
+		if r.b.metrics.residentPayloadBytes.Load() <= limit {
+			break
+		}
+		if freed := r.p.SpillBody(sp.Offset, sp.Ref); freed > 0 {
+			r.b.metrics.residentPayloadBytes.Add(-freed)
+			r.residentReported -= freed
+			r.b.metrics.payloadsSpilled.Add(1)
+		}
+	}
+	r.reportResident()
+}
+
+// reportResident brings the broker's resident total up to date with this
+// partition's.
+func (r *runner) reportResident() {
+	if now := r.p.ResidentPayloadBytes(); now != r.residentReported {
+		r.b.metrics.residentPayloadBytes.Add(now - r.residentReported)
+		r.residentReported = now
+	}
 }
 
 func (r *runner) arm(wakeMs, now int64) {
@@ -314,10 +401,11 @@ func (r *runner) maybeSnapshot() {
 	if r.p.DurableIndex() != r.p.LastIndex() {
 		return
 	}
-	if !logstore.ShouldSnapshot(r.entriesSinceSnapshot, r.p.Live()) {
+	if !logstore.ShouldSnapshotAfter(r.b.cfg.SnapshotEntriesMin, r.entriesSinceSnapshot, r.p.Live()) {
 		return
 	}
-	if err := r.committer.SaveSnapshot(r.p.LastIndex(), r.p.Snapshot()); err != nil {
+	keepBlobsFrom, _ := r.p.LowestStoredFile() // 0 when no body is stored
+	if err := r.committer.SaveSnapshot(r.p.LastIndex(), r.p.Snapshot(), keepBlobsFrom); err != nil {
 		r.b.log.Error("snapshot failed; the log keeps growing until the next try", "queue", r.id.String(), "err", err)
 		return
 	}
@@ -333,6 +421,9 @@ func (r *runner) close() {
 	if err := r.committer.Close(); err != nil {
 		r.b.log.Error("closing queue log", "queue", r.id.String(), "err", err)
 	}
+	r.payloads.Close()
+	r.b.metrics.residentPayloadBytes.Add(-r.residentReported)
+	r.residentReported = 0
 	r.log.Close()
 }
 

@@ -22,7 +22,7 @@ func BenchmarkCommitter(b *testing.B) {
 			var durable atomic.Uint64
 			done := make(chan struct{})
 			target := uint64(0)
-			c := NewCommitter(l, func(upTo uint64, err error) {
+			c := NewCommitter(l, func(upTo uint64, _ []StoredPayload, err error) {
 				if err != nil {
 					b.Error(err)
 				}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/fibril-go/fibril/core"
@@ -30,8 +31,10 @@ import (
 //     maxRefIndex is the highest entry index referring to a file, and grows
 //     with the id, so the files a snapshot covers are a prefix;
 //   - a file goes only when a snapshot covers every entry referring to it
-//     (SaveSnapshot), and Open keeps exactly the files the recovered entries
-//     refer to and cuts the last one after its last referenced payload.
+//     and no stored body in the snapshot refers to it (SaveSnapshot, files
+//     below keepBlobsFrom), and Open keeps exactly the files the recovered
+//     entries or the snapshot's stored bodies refer to, and cuts the last
+//     one after its last payload an entry refers to.
 
 const blobPrefix = "blob-"
 
@@ -166,12 +169,14 @@ func (l *Log) createBlobFile(fileID uint64) error {
 }
 
 // removeCoveredBlobs deletes the blob files every reference to which a
-// snapshot at index covers, the active one included (the next payload
-// starts a new file). It returns how many it removed; the caller fsyncs
-// the directory.
-func (l *Log) removeCoveredBlobs(index uint64) (int, error) {
+// snapshot at index covers and that hold no stored body (their id is below
+// keepBlobsFrom, 0 meaning none is stored), the active one included (the
+// next payload starts a new file). It returns how many it removed; the
+// caller fsyncs the directory.
+func (l *Log) removeCoveredBlobs(index, keepBlobsFrom uint64) (int, error) {
 	covered := 0
-	for covered < len(l.blobFiles) && l.blobFiles[covered].maxRefIndex <= index {
+	for covered < len(l.blobFiles) && l.blobFiles[covered].maxRefIndex <= index &&
+		(keepBlobsFrom == 0 || l.blobFiles[covered].id < keepBlobsFrom) {
 		covered++
 	}
 	if covered == 0 {
@@ -191,7 +196,7 @@ func (l *Log) removeCoveredBlobs(index uint64) (int, error) {
 	rest := copy(l.blobFiles, l.blobFiles[covered:])
 	l.blobFiles = l.blobFiles[:rest]
 	for i := 1; i < len(l.blobFiles); i++ {
-		assertTrue(l.blobFiles[i-1].maxRefIndex < l.blobFiles[i].maxRefIndex, "a later blob file holds later references")
+		assertTrue(l.blobFiles[i-1].id < l.blobFiles[i].id && l.blobFiles[i-1].maxRefIndex <= l.blobFiles[i].maxRefIndex, "a later blob file holds later references")
 	}
 	assertTrue((l.blobActive != nil) == (len(l.blobFiles) > 0), "the last live blob file is the active one")
 	return covered, nil
@@ -237,28 +242,28 @@ func newBlobReader(dir string, blobs []blobOnDisk) *blobReader {
 	return r
 }
 
-// payload returns a copy of the payload ref names (a copy, so recovered
-// entries do not pin whole files), or why it cannot.
-func (r *blobReader) payload(ref blobRef) ([]byte, CutReason, error) {
+// check says whether the payload ref names is there and intact, or why not.
+// Recovered entries keep only the reference (their bodies come back stored),
+// so recovery holds one file's bytes at a time, not every payload.
+func (r *blobReader) check(ref blobRef) (CutReason, error) {
 	if _, ok := r.onDisk[ref.fileID]; !ok {
-		return nil, CutBlobMissing, nil
+		return CutBlobMissing, nil
 	}
 	if r.cached != ref.fileID {
 		r.cached, r.data = 0, nil // let the previous file go before reading the next
 		data, err := os.ReadFile(filepath.Join(r.dir, blobName(ref.fileID)))
 		if err != nil {
-			return nil, CutNone, err
+			return CutNone, err
 		}
 		r.cached, r.data = ref.fileID, data
 	}
 	if ref.offsetBytes > uint64(len(r.data)) || ref.endBytes() > uint64(len(r.data)) {
-		return nil, CutBlobShort, nil
+		return CutBlobShort, nil
 	}
-	payload := r.data[ref.offsetBytes:ref.endBytes()]
-	if crc32.Checksum(payload, castagnoli) != ref.crc {
-		return nil, CutBlobChecksum, nil
+	if crc32.Checksum(r.data[ref.offsetBytes:ref.endBytes()], castagnoli) != ref.crc {
+		return CutBlobChecksum, nil
 	}
-	return append([]byte(nil), payload...), CutNone, nil
+	return CutNone, nil
 }
 
 // refFollows says whether ref comes after every reference noted so far, as
@@ -287,55 +292,74 @@ func (res *scanResult) noteUse(index uint64, ref blobRef) {
 	res.blobUses = append(res.blobUses, blobUse{id: ref.fileID, maxRefIndex: index, endBytes: ref.endBytes()})
 }
 
-// openBlobs makes the blob files what the recovered entries need (uses):
-// files nobody refers to go (covered by the snapshot, or written for
-// records a crash or a cut lost), the last one is cut after its last
-// referenced payload (a torn or orphaned tail), and it becomes the active
-// file. The caller fsyncs the directory. It returns how many files it
-// removed.
-func (l *Log) openBlobs(onDisk []blobOnDisk, uses []blobUse) (int, error) {
-	used := make(map[uint64]bool, len(uses))
+// openBlobs makes the blob files what recovery needs: those the recovered
+// entries refer to (uses) and those the snapshot's stored bodies may refer
+// to (ids from keepBlobsFrom up to snapshotIndex; keepBlobsFrom 0 keeps
+// none). Other files go (covered by the snapshot, or written for records a
+// crash or a cut lost). The last file an entry refers to is cut after its
+// last referenced payload (a torn or orphaned tail). The last kept file
+// becomes the active one. The caller fsyncs the directory. It returns how
+// many files it removed.
+func (l *Log) openBlobs(onDisk []blobOnDisk, uses []blobUse, snapshotIndex, keepBlobsFrom uint64) (int, error) {
+	used := make(map[uint64]blobUse, len(uses))
 	for _, use := range uses {
-		used[use.id] = true
+		used[use.id] = use
+	}
+	keptBySnapshot := func(id uint64) bool {
+		return keepBlobsFrom != 0 && id >= keepBlobsFrom && id <= snapshotIndex
 	}
 	removed := 0
+	var kept []blobOnDisk
 	for i := len(onDisk) - 1; i >= 0; i-- { // newest first, as a cut removes
-		if used[onDisk[i].id] {
+		id := onDisk[i].id
+		if _, ok := used[id]; ok || keptBySnapshot(id) {
+			kept = append(kept, onDisk[i])
 			continue
 		}
-		if err := os.Remove(filepath.Join(l.dir, blobName(onDisk[i].id))); err != nil {
+		if err := os.Remove(filepath.Join(l.dir, blobName(id))); err != nil {
 			return removed, err
 		}
 		removed++
 	}
-	if len(uses) == 0 {
+	slices.Reverse(kept)
+	l.blobFiles = l.blobFiles[:0]
+	if len(kept) == 0 {
 		return removed, nil
 	}
-	last := uses[len(uses)-1]
-	path := filepath.Join(l.dir, blobName(last.id))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return removed, err
-	}
-	info, err := f.Stat()
-	if err == nil && uint64(info.Size()) > last.endBytes {
-		// Payloads of records that never reached the disk, or were cut.
-		if err = f.Truncate(int64(last.endBytes)); err == nil {
-			err = f.Sync()
+	for _, file := range kept {
+		use, ok := used[file.id]
+		if !ok {
+			// Only the snapshot's stored bodies refer to it: covered by the
+			// snapshot, like every record that wrote into it.
+			assertTrue(len(uses) == 0 || file.id < uses[0].id, "files only the snapshot needs come before the entries' files")
+			l.blobFiles = append(l.blobFiles, blobFile{id: file.id, sizeBytes: file.sizeBytes, maxRefIndex: snapshotIndex})
+			continue
 		}
+		l.blobFiles = append(l.blobFiles, blobFile{id: file.id, sizeBytes: int64(use.endBytes), maxRefIndex: use.maxRefIndex})
 	}
+	last := &l.blobFiles[len(l.blobFiles)-1]
+	f, err := os.OpenFile(filepath.Join(l.dir, blobName(last.id)), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
-		f.Close()
 		return removed, err
 	}
-	assertTrue(uint64(info.Size()) >= last.endBytes, "the scan read every referenced payload")
-	l.blobActive = f
-	l.blobFiles = l.blobFiles[:0]
-	for _, use := range uses {
-		l.blobFiles = append(l.blobFiles, blobFile{id: use.id, sizeBytes: int64(use.endBytes), maxRefIndex: use.maxRefIndex})
+	if use, ok := used[last.id]; ok {
+		info, err := f.Stat()
+		if err == nil && uint64(info.Size()) > use.endBytes {
+			// Payloads of records that never reached the disk, or were cut.
+			if err = f.Truncate(int64(use.endBytes)); err == nil {
+				err = f.Sync()
+			}
+		}
+		if err != nil {
+			f.Close()
+			return removed, err
+		}
+		assertTrue(uint64(info.Size()) >= use.endBytes, "the scan read every referenced payload")
 	}
-	// Earlier files keep whatever they hold past their last reference
-	// (nothing, unless a rotation's file was cut short by hand); only the
-	// active file is appended to.
+	// A last file only the snapshot needs keeps whatever follows its stored
+	// payloads (payloads of records a crash lost): appends go after it, and
+	// references say where each payload is. Earlier files keep whatever
+	// they hold past their last reference; only the active file grows.
+	l.blobActive = f
 	return removed, nil
 }

@@ -152,6 +152,7 @@ func TestBlobTornTail(t *testing.T) {
 			if err != nil {
 				t.Fatalf("durable %v, cut at %d: %v", recordDurable, cut, err)
 			}
+			loadStored(t, dir, rec.Entries)
 			sameEntries(t, rec.Entries, all[:n-1])
 			if recordDurable {
 				if !rec.TruncatedTail || !rec.Cut.Torn || rec.Cut.Index != uint64(n) || rec.Cut.Reason != CutBlobShort ||
@@ -294,7 +295,7 @@ func TestSnapshotRemovesBlobFiles(t *testing.T) {
 		t.Fatalf("%d blob files, want 25", len(blobsOf(t, dir)))
 	}
 	// Index 100 is in the file of 97..104: it stays, 1..96 (12 files) go.
-	if err := l.SaveSnapshot(100, []byte("at 100")); err != nil {
+	if err := l.SaveSnapshot(100, []byte("at 100"), 0); err != nil {
 		t.Fatal(err)
 	}
 	blobs := blobsOf(t, dir)
@@ -310,7 +311,7 @@ func TestSnapshotRemovesBlobFiles(t *testing.T) {
 		t.Fatalf("reopen removed %d blob files", rec.RemovedBlobFiles)
 	}
 	// A snapshot at the last index covers the active file too.
-	if err := l.SaveSnapshot(200, []byte("at 200")); err != nil {
+	if err := l.SaveSnapshot(200, []byte("at 200"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if blobs := blobsOf(t, dir); len(blobs) != 0 {

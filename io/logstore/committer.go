@@ -36,7 +36,7 @@ type Stats struct {
 // number of Submit calls into one append and one fsync per round.
 type Committer struct {
 	log       *Log
-	onDurable func(upToIndex uint64, err error)
+	onDurable func(upToIndex uint64, stored []StoredPayload, err error)
 
 	mu       sync.Mutex
 	notEmpty sync.Cond // the writer waits for work
@@ -57,17 +57,19 @@ type Committer struct {
 }
 
 type snapshotRequest struct {
-	index uint64
-	data  []byte
+	index         uint64
+	data          []byte
+	keepBlobsFrom uint64
 }
 
 // NewCommitter starts the writer goroutine of l. From now until Close
 // returns only the Committer touches l; the caller closes l after that.
 // onDurable runs on the writer goroutine after each fsync with the index
-// every entry up to which is durable, or once with (0, err) when the log
-// failed. It must return quickly and must not call Submit (which may wait
-// for this very goroutine to make room).
-func NewCommitter(l *Log, onDurable func(upToIndex uint64, err error)) *Committer {
+// every entry up to which is durable and the round's publishes whose
+// payloads are now durable in blob files (the callee owns the slice), or
+// once with (0, nil, err) when the log failed. It must return quickly and
+// must not call Submit (which may wait for this very goroutine to make room).
+func NewCommitter(l *Log, onDurable func(upToIndex uint64, stored []StoredPayload, err error)) *Committer {
 	assertTrue(l.usable() == nil, "a committer starts on an open, healthy log")
 	c := &Committer{
 		log:           l,
@@ -114,9 +116,10 @@ func (c *Committer) Submit(entries []core.Entry) error {
 
 // SaveSnapshot asks the writer to store data as the snapshot at index once
 // every entry up to index is durable, and then drop those entries from the
-// log (Log.SaveSnapshot). It returns at once; an I/O error comes through
-// onDurable. index must be submitted already, and after the last request.
-func (c *Committer) SaveSnapshot(index uint64, data []byte) error {
+// log (Log.SaveSnapshot, which says what keepBlobsFrom keeps). It returns at
+// once; an I/O error comes through onDurable. index must be submitted
+// already, and after the last request.
+func (c *Committer) SaveSnapshot(index uint64, data []byte, keepBlobsFrom uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
@@ -129,7 +132,7 @@ func (c *Committer) SaveSnapshot(index uint64, data []byte) error {
 		return fmt.Errorf("logstore: snapshot at %d: must be after the snapshot at %d and at most the last submitted index %d",
 			index, c.snapshotIndex, c.nextIndex-1)
 	}
-	c.snapshot = &snapshotRequest{index: index, data: data}
+	c.snapshot = &snapshotRequest{index: index, data: data, keepBlobsFrom: keepBlobsFrom}
 	c.snapshotIndex = index
 	c.notEmpty.Signal()
 	return nil
@@ -195,7 +198,7 @@ func (c *Committer) run() {
 			c.pending, c.head = nil, 0
 			c.notFull.Broadcast()
 			c.mu.Unlock()
-			c.onDurable(0, err)
+			c.onDurable(0, nil, err)
 			return
 		}
 	}
@@ -248,11 +251,11 @@ func (c *Committer) writeRound(round []core.Entry, snapshot *snapshotRequest) er
 		c.batches.Add(after.Batches - before.Batches)
 		c.syncs.Add(after.Syncs - before.Syncs)
 		c.entries.Add(uint64(len(round)))
-		c.onDurable(l.SyncedIndex(), nil)
+		c.onDurable(l.SyncedIndex(), l.appendStored(nil, round), nil)
 	}
 	if snapshot != nil {
 		assertTrue(snapshot.index <= l.SyncedIndex(), "a snapshot request follows its entries")
-		if err := l.SaveSnapshot(snapshot.index, snapshot.data); err != nil {
+		if err := l.SaveSnapshot(snapshot.index, snapshot.data, snapshot.keepBlobsFrom); err != nil {
 			return err
 		}
 		c.snapshots.Add(1)

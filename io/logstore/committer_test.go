@@ -19,7 +19,7 @@ type durableRecorder struct {
 	last    atomic.Uint64
 }
 
-func (r *durableRecorder) onDurable(upTo uint64, err error) {
+func (r *durableRecorder) onDurable(upTo uint64, _ []StoredPayload, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -102,7 +102,7 @@ func TestCommitterBackpressure(t *testing.T) {
 	defer l.Close()
 	release := make(chan struct{})
 	var blockedOnce sync.Once
-	c := NewCommitter(l, func(uint64, error) { blockedOnce.Do(func() { <-release }) })
+	c := NewCommitter(l, func(uint64, []StoredPayload, error) { blockedOnce.Do(func() { <-release }) })
 
 	c.Submit(publishEntries(1, 1, 10)) // the writer takes it and blocks in onDurable
 	eventually(t, 5000, 1, func() bool { return c.Stats().Rounds == 1 })
@@ -141,13 +141,13 @@ func TestCommitterSnapshot(t *testing.T) {
 	for i := uint64(1); i <= 1000; i += 100 {
 		c.Submit(publishEntries(i, 100, 1024))
 	}
-	if err := c.SaveSnapshot(1001, nil); err == nil {
+	if err := c.SaveSnapshot(1001, nil, 0); err == nil {
 		t.Fatal("a snapshot past the submitted entries was accepted")
 	}
-	if err := c.SaveSnapshot(800, []byte("at 800")); err != nil {
+	if err := c.SaveSnapshot(800, []byte("at 800"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SaveSnapshot(700, []byte("at 700")); err == nil {
+	if err := c.SaveSnapshot(700, []byte("at 700"), 0); err == nil {
 		t.Fatal("an older snapshot was accepted")
 	}
 	c.Submit(publishEntries(1001, 50, 1024))
@@ -232,7 +232,7 @@ func TestCommitterRoundsAreBounded(t *testing.T) {
 	var once sync.Once
 	var mu sync.Mutex
 	var reports []uint64
-	c := NewCommitter(l, func(upTo uint64, err error) {
+	c := NewCommitter(l, func(upTo uint64, _ []StoredPayload, err error) {
 		once.Do(func() { <-release })
 		mu.Lock()
 		reports = append(reports, upTo)

@@ -303,8 +303,11 @@ func (l *Log) Sync() error {
 // atomically (snapshot.go), remove the previous snapshot, tidwall
 // TruncateFront, fsync the directory. A crash after the first step leaves
 // entries <= index in the log; Open skips them and finishes the truncation.
+// keepBlobsFrom is the lowest blob file a stored body in the snapshot refers
+// to (core.Partition.LowestStoredFile), 0 when none: blob files from it on
+// stay, even when the snapshot covers every record that wrote into them.
 // Any error fails the Log (the broker restarts and recovers).
-func (l *Log) SaveSnapshot(index uint64, data []byte) error {
+func (l *Log) SaveSnapshot(index uint64, data []byte, keepBlobsFrom uint64) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
@@ -318,7 +321,7 @@ func (l *Log) SaveSnapshot(index uint64, data []byte) error {
 		}
 	}
 	assertTrue(l.syncedIndex >= index, "a snapshot never runs ahead of the durable log")
-	if err := writeSnapshotFile(l.dir, l.dirFile, index, data); err != nil {
+	if err := writeSnapshotFile(l.dir, l.dirFile, index, keepBlobsFrom, data); err != nil {
 		return l.fail(err)
 	}
 	if previous := l.snapshotIndex; previous != 0 {
@@ -333,7 +336,7 @@ func (l *Log) SaveSnapshot(index uint64, data []byte) error {
 	}
 	// After the truncation, so that a crash in between leaves only blob
 	// files nothing live refers to, which Open removes.
-	if removed, err := l.removeCoveredBlobs(index); err != nil {
+	if removed, err := l.removeCoveredBlobs(index, keepBlobsFrom); err != nil {
 		return l.fail(err)
 	} else if removed > 0 {
 		if err := l.dirFile.Sync(); err != nil {

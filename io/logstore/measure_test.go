@@ -93,7 +93,7 @@ func measureDisk(t *testing.T, messages, backlog int) {
 			peakBytes = max(peakBytes, sizeBytes(t, l))
 			snap := p.Snapshot()
 			began := time.Now()
-			if err := l.SaveSnapshot(p.LastIndex(), snap); err != nil {
+			if err := l.SaveSnapshot(p.LastIndex(), snap, 0); err != nil {
 				t.Fatal(err)
 			}
 			snapshotTime += time.Since(began)

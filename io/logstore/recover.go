@@ -22,7 +22,9 @@ type Recovered struct {
 	// state as of SnapshotIndex.
 	Snapshot      []byte
 	SnapshotIndex uint64
-	// Entries are every valid entry after the snapshot, in index order.
+	// Entries are every valid entry after the snapshot, in index order. A
+	// publish whose payload is in a blob file comes back stored (Body.Ref
+	// set, Payload nil): read it with a PayloadReader when it is needed.
 	Entries []core.Entry
 
 	// TruncatedTail says Open cut the log (a torn tail, or corruption under
@@ -63,7 +65,7 @@ func (l *Log) recover() (Recovered, error) {
 		return rec, err
 	}
 	rec.RemovedFiles = len(listing.leftovers) + max(0, len(listing.snapshots)-1)
-	snapshotIndex, snapshot, err := loadNewestSnapshot(l.dir, listing.snapshots)
+	snapshotIndex, snapshot, keepBlobsFrom, err := loadNewestSnapshot(l.dir, listing.snapshots)
 	if err != nil {
 		return rec, err
 	}
@@ -81,7 +83,7 @@ func (l *Log) recover() (Recovered, error) {
 		scan.lastIndex, scan.entries, scan.blobUses = snapshotIndex, nil, nil
 	}
 	// After the cut: a refused open returns above with every file as it was.
-	if rec.RemovedBlobFiles, err = l.openBlobs(listing.blobs, scan.blobUses); err != nil {
+	if rec.RemovedBlobFiles, err = l.openBlobs(listing.blobs, scan.blobUses, snapshotIndex, keepBlobsFrom); err != nil {
 		return rec, err
 	}
 	if err := l.openTidwall(segments[0].firstIndex, scan.lastIndex); err != nil {

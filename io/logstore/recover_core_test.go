@@ -140,7 +140,7 @@ func TestRecoveredStateEqualsLive(t *testing.T) {
 			d.workload(func() {
 				if withSnapshot {
 					snapshotIndex = d.p.LastIndex()
-					if err := l.SaveSnapshot(snapshotIndex, d.p.Snapshot()); err != nil {
+					if err := l.SaveSnapshot(snapshotIndex, d.p.Snapshot(), 0); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -159,7 +159,7 @@ func TestRecoveredStateEqualsLiveThroughCommitter(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := openLog(t, dir, DefaultOptions())
 	durable := make(chan uint64, 1024)
-	c := NewCommitter(l, func(upTo uint64, err error) {
+	c := NewCommitter(l, func(upTo uint64, _ []StoredPayload, err error) {
 		if err != nil {
 			t.Error(err)
 		}
@@ -179,7 +179,7 @@ func TestRecoveredStateEqualsLiveThroughCommitter(t *testing.T) {
 	var snapshotIndex uint64
 	d.workload(func() {
 		snapshotIndex = d.p.LastIndex()
-		if err := c.SaveSnapshot(snapshotIndex, d.p.Snapshot()); err != nil {
+		if err := c.SaveSnapshot(snapshotIndex, d.p.Snapshot(), 0); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -233,9 +233,10 @@ func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64, blob
 				reason = CutUndecodable
 			}
 			if reason == CutNone && isBlob {
-				if e.Body.Payload, reason, err = blobs.payload(ref); err != nil {
+				if reason, err = blobs.check(ref); err != nil {
 					return res, err
 				}
+				e.Body.Ref = ref.payloadRef()
 			}
 			if reason != CutNone {
 				return res, res.cutRecord(dir, segments, k, data, pos, f, next, reason)

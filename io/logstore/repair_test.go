@@ -68,6 +68,7 @@ func TestTornTailEveryOffset(t *testing.T) {
 		if err != nil {
 			t.Fatalf("cut at %d: %v", cut, err)
 		}
+		loadStored(t, dir, rec.Entries)
 		want := count - 1
 		if cut == end {
 			want = count

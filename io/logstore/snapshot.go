@@ -28,13 +28,19 @@ type snapshotFile struct {
 const (
 	snapshotPrefix    = "snapshot-"
 	snapshotTmpSuffix = ".tmp"
-	// snapshotHeaderBytes: magic, index, data length, CRC-32C.
-	snapshotHeaderBytes = 4 + 8 + 8 + 4
+	// snapshotHeaderBytes: magic, index, keepBlobsFrom, data length, CRC-32C.
+	snapshotHeaderBytes = 4 + 8 + 8 + 8 + 4
+	// snapshotHeaderBytesV1: FLS1 had no keepBlobsFrom.
+	snapshotHeaderBytesV1 = 4 + 8 + 8 + 4
 )
 
 // snapshotMagic opens a snapshot file (the core's snapshot bytes follow the
-// header and carry their own magic).
-var snapshotMagic = [4]byte{'F', 'L', 'S', '1'}
+// header and carry their own magic). FLS2 adds keepBlobsFrom; FLS1 files
+// (keepBlobsFrom 0) are still read.
+var (
+	snapshotMagic   = [4]byte{'F', 'L', 'S', '2'}
+	snapshotMagicV1 = [4]byte{'F', 'L', 'S', '1'}
+)
 
 func snapshotName(index uint64) string {
 	return fmt.Sprintf("%s%0*d", snapshotPrefix, segmentNameDigits, index)
@@ -57,18 +63,20 @@ func isSnapshotTmpName(name string) bool {
 	return ok
 }
 
-// snapshotChecksum covers the index and the length as well as the data, so
-// a header pointing at the wrong bytes fails too.
-func snapshotChecksum(index uint64, data []byte) uint32 {
-	var fields [16]byte
-	binary.BigEndian.PutUint64(fields[0:], index)
-	binary.BigEndian.PutUint64(fields[8:], uint64(len(data)))
-	crc := crc32.Update(0, castagnoli, fields[:])
+// snapshotChecksum covers the index, keepBlobsFrom (FLS2) and the length as
+// well as the data, so a header pointing at the wrong bytes fails too.
+func snapshotChecksum(v1 bool, index, keepBlobsFrom uint64, data []byte) uint32 {
+	fields := binary.BigEndian.AppendUint64(make([]byte, 0, 24), index)
+	if !v1 {
+		fields = binary.BigEndian.AppendUint64(fields, keepBlobsFrom)
+	}
+	fields = binary.BigEndian.AppendUint64(fields, uint64(len(data)))
+	crc := crc32.Update(0, castagnoli, fields)
 	return crc32.Update(crc, castagnoli, data)
 }
 
 // writeSnapshotFile stores data as the snapshot at index, atomically.
-func writeSnapshotFile(dir string, dirFile *os.File, index uint64, data []byte) (err error) {
+func writeSnapshotFile(dir string, dirFile *os.File, index, keepBlobsFrom uint64, data []byte) (err error) {
 	final := filepath.Join(dir, snapshotName(index))
 	tmp := final + snapshotTmpSuffix
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, filePerm)
@@ -84,8 +92,9 @@ func writeSnapshotFile(dir string, dirFile *os.File, index uint64, data []byte) 
 	header := make([]byte, 0, snapshotHeaderBytes)
 	header = append(header, snapshotMagic[:]...)
 	header = binary.BigEndian.AppendUint64(header, index)
+	header = binary.BigEndian.AppendUint64(header, keepBlobsFrom)
 	header = binary.BigEndian.AppendUint64(header, uint64(len(data)))
-	header = binary.BigEndian.AppendUint32(header, snapshotChecksum(index, data))
+	header = binary.BigEndian.AppendUint32(header, snapshotChecksum(false, index, keepBlobsFrom, data))
 	if _, err = f.Write(header); err != nil {
 		return err
 	}
@@ -104,30 +113,45 @@ func writeSnapshotFile(dir string, dirFile *os.File, index uint64, data []byte) 
 	return dirFile.Sync()
 }
 
-// readSnapshotFile reads and verifies the snapshot file for index.
-func readSnapshotFile(dir string, index uint64) ([]byte, error) {
+// readSnapshotFile reads and verifies the snapshot file for index; it
+// returns the snapshot's data and keepBlobsFrom.
+func readSnapshotFile(dir string, index uint64) ([]byte, uint64, error) {
 	name := snapshotName(index)
 	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	corrupt := func(why string) error {
 		return fmt.Errorf("logstore %s: snapshot %s: %s: %w", dir, name, why, ErrCorrupt)
 	}
-	if len(b) < snapshotHeaderBytes || [4]byte(b[:4]) != snapshotMagic {
-		return nil, corrupt("bad header")
+	if len(b) < snapshotHeaderBytesV1 {
+		return nil, 0, corrupt("bad header")
 	}
-	if binary.BigEndian.Uint64(b[4:]) != index {
-		return nil, corrupt("index differs from its name")
+	v1 := [4]byte(b[:4]) == snapshotMagicV1
+	headerBytes := snapshotHeaderBytes
+	if v1 {
+		headerBytes = snapshotHeaderBytesV1
 	}
-	data := b[snapshotHeaderBytes:]
-	if binary.BigEndian.Uint64(b[12:]) != uint64(len(data)) {
-		return nil, corrupt("length differs from the file")
+	if len(b) < headerBytes || (!v1 && [4]byte(b[:4]) != snapshotMagic) {
+		return nil, 0, corrupt("bad header")
 	}
-	if binary.BigEndian.Uint32(b[20:]) != snapshotChecksum(index, data) {
-		return nil, corrupt("checksum mismatch")
+	r := b[4:]
+	if binary.BigEndian.Uint64(r) != index {
+		return nil, 0, corrupt("index differs from its name")
 	}
-	return data, nil
+	r = r[8:]
+	keepBlobsFrom := uint64(0)
+	if !v1 {
+		keepBlobsFrom, r = binary.BigEndian.Uint64(r), r[8:]
+	}
+	data := b[headerBytes:]
+	if binary.BigEndian.Uint64(r) != uint64(len(data)) {
+		return nil, 0, corrupt("length differs from the file")
+	}
+	if binary.BigEndian.Uint32(r[8:]) != snapshotChecksum(v1, index, keepBlobsFrom, data) {
+		return nil, 0, corrupt("checksum mismatch")
+	}
+	return data, keepBlobsFrom, nil
 }
 
 // loadNewestSnapshot returns the newest snapshot (index 0 and nil when there
@@ -135,21 +159,21 @@ func readSnapshotFile(dir string, index uint64) ([]byte, error) {
 // snapshot and removing its predecessor leaves behind. A newest snapshot
 // that fails its checksum is an error, not a reason to fall back: the log
 // may already be truncated past the older one.
-func loadNewestSnapshot(dir string, snapshots []snapshotFile) (uint64, []byte, error) {
+func loadNewestSnapshot(dir string, snapshots []snapshotFile) (index uint64, data []byte, keepBlobsFrom uint64, err error) {
 	if len(snapshots) == 0 {
-		return 0, nil, nil
+		return 0, nil, 0, nil
 	}
 	newest := snapshots[len(snapshots)-1]
-	data, err := readSnapshotFile(dir, newest.index)
+	data, keepBlobsFrom, err = readSnapshotFile(dir, newest.index)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, 0, err
 	}
 	for _, old := range snapshots[:len(snapshots)-1] {
 		if err := os.Remove(filepath.Join(dir, old.name)); err != nil {
-			return 0, nil, err
+			return 0, nil, 0, err
 		}
 	}
-	return newest.index, data, nil
+	return newest.index, data, keepBlobsFrom, nil
 }
 
 // Snapshot policy limits (see ShouldSnapshot).
@@ -170,5 +194,11 @@ const (
 // replay at recovery, while a snapshot, which costs O(live), is written at
 // most once per SnapshotLiveFactor*live entries.
 func ShouldSnapshot(entriesSinceSnapshot, liveMessages int) bool {
-	return entriesSinceSnapshot > max(SnapshotEntriesMin, SnapshotLiveFactor*liveMessages)
+	return ShouldSnapshotAfter(SnapshotEntriesMin, entriesSinceSnapshot, liveMessages)
+}
+
+// ShouldSnapshotAfter is ShouldSnapshot with another floor than
+// SnapshotEntriesMin (tests that want snapshots often, small deployments).
+func ShouldSnapshotAfter(entriesMin, entriesSinceSnapshot, liveMessages int) bool {
+	return entriesSinceSnapshot > max(entriesMin, SnapshotLiveFactor*liveMessages)
 }

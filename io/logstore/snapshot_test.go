@@ -33,7 +33,7 @@ func TestSnapshotTruncatesAndRecovers(t *testing.T) {
 	l := writePublishes(t, dir, opts, 2000)
 	before := sizeBytes(t, l)
 	state := bytes.Repeat([]byte("state"), 1000)
-	if err := l.SaveSnapshot(1500, state); err != nil {
+	if err := l.SaveSnapshot(1500, state, 0); err != nil {
 		t.Fatal(err)
 	}
 	after := sizeBytes(t, l)
@@ -62,7 +62,7 @@ func TestSnapshotAtLastIndex(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(64<<10, CorruptionRefuse)
 	l := writePublishes(t, dir, opts, 500)
-	if err := l.SaveSnapshot(500, []byte("s")); err != nil {
+	if err := l.SaveSnapshot(500, []byte("s"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if l.FirstIndex() != 501 || l.LastIndex() != 500 {
@@ -92,7 +92,7 @@ func TestCrashBetweenSnapshotAndTruncation(t *testing.T) {
 	l := writePublishes(t, dir, opts, 2000)
 	l.Close()
 	dirFile, _ := os.Open(dir)
-	if err := writeSnapshotFile(dir, dirFile, 1200, []byte("state at 1200")); err != nil {
+	if err := writeSnapshotFile(dir, dirFile, 1200, 0, []byte("state at 1200")); err != nil {
 		t.Fatal(err)
 	}
 	dirFile.Close()
@@ -123,7 +123,7 @@ func TestCoveredCorruptionIsSkipped(t *testing.T) {
 	starts := frameStarts(t, filepath.Join(dir, seg.name))
 	flipByte(t, filepath.Join(dir, seg.name), starts[100-seg.firstIndex]+30) // index 100
 	dirFile, _ := os.Open(dir)
-	writeSnapshotFile(dir, dirFile, 150, []byte("s"))
+	writeSnapshotFile(dir, dirFile, 150, 0, []byte("s"))
 	dirFile.Close()
 	l, rec := openLog(t, dir, opts)
 	defer l.Close()
@@ -139,10 +139,10 @@ func TestLeftoversRemoved(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(64<<10, CorruptionRefuse)
 	l := writePublishes(t, dir, opts, 300)
-	l.SaveSnapshot(100, []byte("old"))
+	l.SaveSnapshot(100, []byte("old"), 0)
 	l.Close()
 	dirFile, _ := os.Open(dir)
-	writeSnapshotFile(dir, dirFile, 200, []byte("new"))
+	writeSnapshotFile(dir, dirFile, 200, 0, []byte("new"))
 	dirFile.Close()
 	// The old snapshot is back, as if the crash came before its removal.
 	os.WriteFile(filepath.Join(dir, snapshotName(100)), mustRead(t, filepath.Join(dir, snapshotName(200))), 0o640)
@@ -176,7 +176,7 @@ func TestCorruptSnapshotIsAnError(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(64<<10, CorruptionTruncate)
 	l := writePublishes(t, dir, opts, 300)
-	l.SaveSnapshot(100, []byte("some state"))
+	l.SaveSnapshot(100, []byte("some state"), 0)
 	l.Close()
 	flipByte(t, filepath.Join(dir, snapshotName(100)), snapshotHeaderBytes+2)
 	if _, _, err := Open(dir, opts); !errors.Is(err, ErrCorrupt) {
@@ -187,13 +187,13 @@ func TestCorruptSnapshotIsAnError(t *testing.T) {
 func TestSnapshotRejectsBadIndex(t *testing.T) {
 	l := writePublishes(t, t.TempDir(), testOptions(64<<10, CorruptionRefuse), 10)
 	defer l.Close()
-	if err := l.SaveSnapshot(11, nil); err == nil {
+	if err := l.SaveSnapshot(11, nil, 0); err == nil {
 		t.Fatal("snapshot past the last index accepted")
 	}
-	if err := l.SaveSnapshot(5, nil); err != nil {
+	if err := l.SaveSnapshot(5, nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.SaveSnapshot(5, nil); err == nil {
+	if err := l.SaveSnapshot(5, nil, 0); err == nil {
 		t.Fatal("snapshot at the same index accepted")
 	}
 }
@@ -206,7 +206,7 @@ func TestSnapshotSyncsFirst(t *testing.T) {
 	if err := l.Append(publishEntries(1, 10, 10)); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.SaveSnapshot(10, nil); err != nil || l.SyncedIndex() != 10 {
+	if err := l.SaveSnapshot(10, nil, 0); err != nil || l.SyncedIndex() != 10 {
 		t.Fatalf("err %v synced %d", err, l.SyncedIndex())
 	}
 }
@@ -218,7 +218,7 @@ func TestLogBehindSnapshot(t *testing.T) {
 	opts := testOptions(64<<10, CorruptionRefuse)
 	writePublishes(t, dir, opts, 100).Close()
 	dirFile, _ := os.Open(dir)
-	writeSnapshotFile(dir, dirFile, 150, []byte("s"))
+	writeSnapshotFile(dir, dirFile, 150, 0, []byte("s"))
 	dirFile.Close()
 	l, rec := openLog(t, dir, opts)
 	defer l.Close()
@@ -242,7 +242,7 @@ func TestInterruptedTidwallTruncateFront(t *testing.T) {
 	rest := mustRead(t, filepath.Join(dir, seg.name))[starts[3]:]
 	os.WriteFile(filepath.Join(dir, segmentName(cutIndex)+".START"), rest, 0o640)
 	dirFile, _ := os.Open(dir)
-	writeSnapshotFile(dir, dirFile, cutIndex-1, []byte("s"))
+	writeSnapshotFile(dir, dirFile, cutIndex-1, 0, []byte("s"))
 	dirFile.Close()
 	l, rec := openLog(t, dir, opts)
 	defer l.Close()

@@ -1,0 +1,113 @@
+package broker
+
+import (
+	"bytes"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/fibril-go/fibril/transport/wire"
+)
+
+// spillPayload is big enough for a blob file (logstore stores payloads of
+// 256 bytes and more outside tidwall) and says which message it is.
+func spillPayload(i int) []byte {
+	return append([]byte(strconv.Itoa(i)+"|"), bytes.Repeat([]byte{byte('a' + i%26)}, 700)...)
+}
+
+// TestPayloadsOverTheBudgetAreReadBack: with no memory budget, every durable
+// payload leaves memory and each delivery reads it back from the blob file,
+// byte for byte, before and after a restart.
+func TestPayloadsOverTheBudgetAreReadBack(t *testing.T) {
+	const messages = 300
+	dir := t.TempDir()
+	b, addr := testBroker(t, dir, func(c *Config) { c.ResidentPayloadBytesMax = 0 })
+	p := connect(t, addr)
+	for i := 0; i < messages; i++ {
+		id := p.request(wire.OpPublish, &wire.Publish{Topic: "big", RequireConfirm: true, Payload: spillPayload(i)})
+		if f := p.reply(id); f.hdr.Opcode != wire.OpPublishOk {
+			t.Fatalf("publish %d: %v %+v", i, f.hdr.Opcode, f.body)
+		}
+	}
+	// The spill follows the durability report on the runner goroutine.
+	deadline := time.Now().Add(5 * time.Second)
+	for b.metrics.payloadsSpilled.Load() < messages && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := b.metrics.payloadsSpilled.Load(); got != messages {
+		t.Fatalf("%d payloads spilled, want %d", got, messages)
+	}
+	if got := b.metrics.residentPayloadBytes.Load(); got != 0 {
+		t.Fatalf("%d payload bytes resident with a budget of 0", got)
+	}
+	p.subscribe("big", 0, 1000, false)
+	seen := map[uint64][]byte{}
+	for i := 0; i < messages/2; i++ {
+		d := p.deliver()
+		want := spillPayload(int(d.Offset))
+		if !bytes.Equal(d.Payload, want) {
+			t.Fatalf("offset %d: payload %q..., want %q...", d.Offset, d.Payload[:10], want[:10])
+		}
+		seen[d.Offset] = d.Payload
+		p.ack("big", 0, d.DeliveryTag)
+	}
+	if got := b.metrics.payloadsRead.Load(); got < messages/2 {
+		t.Fatalf("%d payloads read back, want at least %d", got, messages/2)
+	}
+	b.Close()
+
+	// After a restart the rest come back stored from recovery and are read
+	// back too (the unacked half of the first run's deliveries included).
+	b2, addr2 := testBroker(t, dir, func(c *Config) { c.ResidentPayloadBytesMax = 0 })
+	c := connect(t, addr2)
+	c.subscribe("big", 0, 1000, false)
+	for len(seen) < messages {
+		d := c.deliver()
+		if !bytes.Equal(d.Payload, spillPayload(int(d.Offset))) {
+			t.Fatalf("after restart, offset %d: wrong payload", d.Offset)
+		}
+		seen[d.Offset] = d.Payload
+		c.ack("big", 0, d.DeliveryTag)
+	}
+	if b2.metrics.payloadsRead.Load() == 0 {
+		t.Fatal("recovered messages were not read back from the blob files")
+	}
+}
+
+// TestBudgetKeepsTheHeadInMemory: under the budget nothing is spilled, and
+// once past it each newly durable payload leaves memory (the older ones,
+// delivered first, keep theirs); every spilled one is read back once.
+func TestBudgetKeepsTheHeadInMemory(t *testing.T) {
+	b, addr := testBroker(t, "", func(c *Config) { c.ResidentPayloadBytesMax = 100 * 710 })
+	p := connect(t, addr)
+	for i := 0; i < 150; i++ {
+		id := p.request(wire.OpPublish, &wire.Publish{Topic: "q", RequireConfirm: true, Payload: spillPayload(i)})
+		p.reply(id)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.metrics.payloadsSpilled.Load() < 45 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	spilled, resident := b.metrics.payloadsSpilled.Load(), b.metrics.residentPayloadBytes.Load()
+	if spilled < 45 || spilled > 55 || resident > 100*710 {
+		t.Fatalf("spilled %d payloads, %d bytes resident; want about 50 spilled and at most %d resident", spilled, resident, 100*710)
+	}
+	p.subscribe("q", 0, 1000, false)
+	for i := 0; i < 150; i++ {
+		d := p.deliver()
+		if !bytes.Equal(d.Payload, spillPayload(int(d.Offset))) {
+			t.Fatalf("offset %d: wrong payload", d.Offset)
+		}
+		p.ack("q", 0, d.DeliveryTag)
+	}
+	if reads := b.metrics.payloadsRead.Load(); reads != spilled {
+		t.Fatalf("%d reads for %d spilled payloads", reads, spilled)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for b.metrics.residentPayloadBytes.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := b.metrics.residentPayloadBytes.Load(); got != 0 {
+		t.Fatalf("%d bytes resident after every message was acked", got)
+	}
+}
