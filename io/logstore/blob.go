@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
@@ -21,11 +22,14 @@ import (
 //     holds> and holds payloads back to back, nothing else: each blob
 //     record's reference carries the offset, length and CRC-32C. Ids (and
 //     offsets within a file) grow with the entry index;
-//   - Append writes and fdatasyncs the round's payloads (and fsyncs the
-//     directory when it created a blob file) before it hands any record of
-//     the round to tidwall, so every tidwall record that reaches the disk,
-//     synced or not, refers to durable payload bytes. A crash can leave
-//     payload bytes no record refers to, never the reverse;
+//   - Append writes the round's payloads, then its records; Sync makes both
+//     durable, the payloads' fdatasync running beside tidwall's fsync (one
+//     disk round trip of waiting instead of two), and the next Append starts
+//     only after both. So only the last round can leave a durable record
+//     whose payload is not: every blob record carries the last index of its
+//     round, and recovery treats a missing payload as a torn tail exactly
+//     when nothing after that round is in the log (repair.go). A crash can
+//     also leave payload bytes no record refers to;
 //   - blobFiles lists the live files by id; the last is the active one, open
 //     for append in blobActive (blobActive != nil iff len(blobFiles) > 0);
 //     maxRefIndex is the highest entry index referring to a file, and grows
@@ -81,6 +85,10 @@ func (l *Log) placeBlobs(entries []core.Entry) {
 			needBytes += len(entries[i].Body.Payload)
 		}
 	}
+	roundLast := uint64(0)
+	if len(entries) > 0 {
+		roundLast = entries[len(entries)-1].Index
+	}
 	if cap(l.blobBuf) < needBytes {
 		// Exactly what the round needs: no append-growth copies.
 		l.blobBuf = make([]byte, 0, needBytes)
@@ -106,8 +114,9 @@ func (l *Log) placeBlobs(entries []core.Entry) {
 		ref := blobRef{
 			fileID:      file.id,
 			offsetBytes: uint64(file.sizeBytes),
-			lengthBytes: uint32(len(payload)),
-			crc:         crc32.Checksum(payload, castagnoli),
+			lengthBytes:    uint32(len(payload)),
+			crc:            crc32.Checksum(payload, castagnoli),
+			roundLastIndex: roundLast,
 		}
 		assertTrue(ref.fileID <= e.Index && e.Index > file.maxRefIndex, "blob ids and references grow with the index")
 		l.blobBuf = append(l.blobBuf, payload...)
@@ -119,9 +128,9 @@ func (l *Log) placeBlobs(entries []core.Entry) {
 	assertTrue(len(l.blobRefs) == len(entries), "one reference slot per entry")
 }
 
-// writeBlobs writes the chunks placeBlobs laid out, one write per file,
-// and makes them durable: fdatasync each file, fsync the directory after
-// creating one. It runs before any record of the round reaches tidwall.
+// writeBlobs writes the chunks placeBlobs laid out, one write per file. It
+// runs before any record of the round reaches tidwall; syncBlobs (from
+// Sync) makes them durable.
 func (l *Log) writeBlobs() error {
 	for _, chunk := range l.blobChunks {
 		if chunk.create {
@@ -133,9 +142,7 @@ func (l *Log) writeBlobs() error {
 		if _, err := l.blobActive.Write(l.blobBuf[chunk.start:chunk.end]); err != nil {
 			return err
 		}
-		if err := datasync(l.blobActive); err != nil {
-			return err
-		}
+		l.blobSyncPending = true
 		l.stats.BlobWrites++
 		l.stats.BlobBytes += uint64(chunk.end - chunk.start)
 	}
@@ -146,25 +153,34 @@ func (l *Log) writeBlobs() error {
 	return nil
 }
 
-// createBlobFile closes the active file (its bytes are durable: each write
-// was fdatasynced) and starts fileID, durable in the directory before any
-// record can refer to it.
+// createBlobFile closes the active file, durable first (a round that fills
+// it goes on in the next), and starts fileID; its directory entry becomes
+// durable with the round's next Sync.
 func (l *Log) createBlobFile(fileID uint64) error {
-	if l.blobActive != nil {
-		if err := l.blobActive.Close(); err != nil {
-			return err
-		}
-		l.blobActive = nil
+	if err := l.closeBlobs(); err != nil {
+		return err
 	}
 	f, err := os.OpenFile(filepath.Join(l.dir, blobName(fileID)), os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, filePerm)
 	if err != nil {
 		return err
 	}
 	l.blobActive = f
-	if err := l.dirFile.Sync(); err != nil {
+	l.dirSyncPending = true
+	l.stats.BlobFilesCreated++
+	return nil
+}
+
+// syncBlobs makes the payloads written since the last call durable.
+func (l *Log) syncBlobs() error {
+	if !l.blobSyncPending {
+		return nil
+	}
+	assertTrue(l.blobActive != nil, "pending payload bytes are in the active file")
+	if err := datasync(l.blobActive); err != nil {
 		return err
 	}
-	l.stats.BlobFilesCreated++
+	l.blobSyncPending = false
+	l.stats.BlobSyncs++
 	return nil
 }
 
@@ -202,14 +218,16 @@ func (l *Log) removeCoveredBlobs(index, keepBlobsFrom uint64) (int, error) {
 	return covered, nil
 }
 
-// closeBlobs closes the active blob file, if any.
+// closeBlobs closes the active blob file, if any, its payloads durable.
 func (l *Log) closeBlobs() error {
 	if l.blobActive == nil {
 		return nil
 	}
+	syncErr := l.syncBlobs()
 	err := l.blobActive.Close()
 	l.blobActive = nil
-	return err
+	l.blobSyncPending = false
+	return errors.Join(syncErr, err)
 }
 
 // blobOnDisk is one blob file found by listDir.

@@ -181,24 +181,56 @@ func TestBlobTornTail(t *testing.T) {
 	}
 }
 
-// TestBlobShortBeforeLastRecordIsCorruption: a payload missing under a
-// record that is not the log's last one cannot come from a crash (payloads
-// are durable before their records are written): the policy decides.
-func TestBlobShortBeforeLastRecordIsCorruption(t *testing.T) {
+// TestBlobLostWithItsRoundIsTorn: payloads are fdatasynced beside their
+// records, so a crash can keep every record of the last round and lose
+// payloads under any of them, not only the last one. That is a torn tail
+// (nothing of the round was confirmed) even under CorruptionRefuse.
+func TestBlobLostWithItsRoundIsTorn(t *testing.T) {
+	const payloadBytes = 300
+	opts := blobOptions(CorruptionRefuse)
+	master := t.TempDir()
+	all, lastBlob := writeBlobLog(t, master, opts, 40, 3, payloadBytes)
+	n := len(all)
+	// Inside each of the last round's three payloads in turn: entries
+	// n-2, n-1, n (1-based indexes).
+	for lost := 3; lost >= 1; lost-- {
+		dir := copyDir(t, master)
+		cut := lastBlob.sizeBytes - int64(lost)*payloadBytes + payloadBytes/2
+		if err := os.Truncate(filepath.Join(dir, blobName(lastBlob.id)), cut); err != nil {
+			t.Fatal(err)
+		}
+		l, rec := openLog(t, dir, opts)
+		keep := n - lost
+		sameEntries(t, rec.Entries, all[:keep])
+		if !rec.TruncatedTail || !rec.Cut.Torn || rec.Cut.Index != uint64(keep+1) || rec.Cut.Reason != CutBlobShort || rec.Cut.DroppedRecords != lost {
+			t.Fatalf("payload %d of the last round lost: reported %+v", 4-lost, rec.Cut)
+		}
+		if b := blobsOf(t, dir); b[len(b)-1].sizeBytes != lastBlob.sizeBytes-int64(lost)*payloadBytes {
+			t.Fatalf("blob tail not trimmed: %+v", b[len(b)-1])
+		}
+		l.Close()
+	}
+}
+
+// TestBlobShortBeforeLastRoundIsCorruption: a payload missing under a
+// record of a round that another round followed cannot come from a crash
+// (a round starts only once the previous one's payloads are durable): the
+// policy decides.
+func TestBlobShortBeforeLastRoundIsCorruption(t *testing.T) {
 	const payloadBytes = 300
 	opts := blobOptions(CorruptionRefuse)
 	dir := t.TempDir()
 	all, lastBlob := writeBlobLog(t, dir, opts, 40, 3, payloadBytes)
 	n := len(all)
-	// Into the second-to-last payload: entry n-1 (the last file holds the
-	// last round's three payloads at least).
-	cut := lastBlob.sizeBytes - payloadBytes - payloadBytes/2
+	// Into the payload of entry n-3, the last of the round before the last
+	// (the last file holds more than four payloads).
+	cut := lastBlob.sizeBytes - 3*payloadBytes - payloadBytes/2
 	if err := os.Truncate(filepath.Join(dir, blobName(lastBlob.id)), cut); err != nil {
 		t.Fatal(err)
 	}
 	before := dirDigest(t, dir)
 	_, _, err := Open(dir, opts)
-	if ce := asCorruption(t, err); ce.Cut.Index != uint64(n-1) || ce.Cut.Reason != CutBlobShort || ce.Cut.Torn || ce.Cut.DroppedRecords != 2 {
+	if ce := asCorruption(t, err); ce.Cut.Index != uint64(n-3) || ce.Cut.Reason != CutBlobShort || ce.Cut.Torn || ce.Cut.DroppedRecords != 4 {
 		t.Fatalf("reported %+v", ce.Cut)
 	}
 	if dirDigest(t, dir) != before {
@@ -207,8 +239,8 @@ func TestBlobShortBeforeLastRecordIsCorruption(t *testing.T) {
 	opts.OnCorruption = CorruptionTruncate
 	l, rec := openLog(t, dir, opts)
 	defer l.Close()
-	sameEntries(t, rec.Entries, all[:n-2])
-	if b := blobsOf(t, dir); b[len(b)-1].sizeBytes != lastBlob.sizeBytes-2*payloadBytes {
+	sameEntries(t, rec.Entries, all[:n-4])
+	if b := blobsOf(t, dir); b[len(b)-1].sizeBytes != lastBlob.sizeBytes-4*payloadBytes {
 		t.Fatalf("blob tail not trimmed: %+v", b[len(b)-1])
 	}
 }

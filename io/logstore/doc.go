@@ -17,9 +17,10 @@
 // record: u32 CRC-32C (Castagnoli, big-endian) of the rest, then the bytes of
 // core.AppendEntry, which carry the entry's epoch and index (record.go).
 // A publish whose payload is at least Options.BlobPayloadBytesMin long has a
-// blob record instead: the CRC, a kind byte (0xB1), a reference (blob file
-// id, offset, length, CRC-32C of the payload), then the entry encoded with
-// an empty payload. The payload itself is in a blob file (blob.go): raw
+// blob record instead: the CRC, a kind byte (0xB2), a reference (blob file
+// id, offset, length, CRC-32C of the payload), the last index of the Append
+// that wrote it, then the entry encoded with an empty payload (0xB1 records,
+// written before the round mark, are still read). The payload itself is in a blob file (blob.go): raw
 // payloads back to back, rotated at Options.BlobFileSizeBytes, and removed
 // once a snapshot covers every entry that refers to it. tidwall copies what
 // it stores several times (it regrows its in-memory tail by append), so
@@ -32,12 +33,12 @@
 // # Durability
 //
 // Append writes without fsync (tidwall NoSync); Sync makes everything
-// appended so far durable, including the directory entry of any segment file
-// tidwall started since the last Sync (tidwall never fsyncs the directory).
-// The one exception is blob payloads: Append writes the round's payloads in
-// one write and fdatasyncs them (and the directory, for a new blob file)
-// before it gives tidwall any record of the round, so a record that is on
-// disk, synced or not, never refers to payload bytes that are not.
+// appended so far durable, including the directory entry of any segment or
+// blob file started since the last Sync (tidwall never fsyncs the
+// directory). A round's payloads are written before its records and
+// fdatasynced beside tidwall's fsync, and the next Append starts only once
+// both are durable: only the last round can leave records whose payloads
+// did not reach the disk.
 // An fsync error is never retried: the Log fails for good, since after a
 // failed fsync the kernel may already have dropped the dirty pages (the
 // "fsyncgate" lesson); the broker crashes and recovers from what is on disk.
@@ -57,8 +58,9 @@
 // that were never fsynced, since tidwall fsyncs a segment before it starts
 // the next one and we fsync the tail before reporting anything durable. A
 // blob record whose payload cannot be read back (file missing, too short,
-// CRC mismatch) is a bad record at its index like any other: torn only when
-// it is the last frame of the tail segment. Blob files no recovered entry
+// CRC mismatch) is torn when its round reaches the end of the log (the
+// unfinished last round, nothing of which was confirmed), and corruption
+// under any earlier round. Blob files no recovered entry
 // refers to are removed, and the last one is cut after its last referenced
 // payload. Any other cut is corruption: Options.OnCorruption says
 // whether Open trims it too (CorruptionTruncate) or leaves the files

@@ -45,8 +45,12 @@ type Log struct {
 	// tailSegmentBytes mirrors the size of tidwall's tail segment, so that
 	// Append knows when tidwall started a new segment file (mirrorSegmentRolls).
 	tailSegmentBytes int
-	// dirSyncPending: a segment file appeared since the last directory fsync.
+	// dirSyncPending: a segment or blob file appeared since the last
+	// directory fsync.
 	dirSyncPending bool
+	// blobSyncPending: payload bytes written to the active blob file since
+	// its last fdatasync.
+	blobSyncPending bool
 
 	batch      wal.Batch
 	recordBuf  []byte
@@ -76,7 +80,8 @@ type LogStats struct {
 	SegmentRolls uint64 // segment files tidwall started
 	Snapshots    uint64 // snapshots saved
 
-	BlobWrites       uint64 // blob file writes, each followed by an fdatasync
+	BlobWrites       uint64 // blob file writes
+	BlobSyncs        uint64 // blob file fdatasyncs
 	BlobBytes        uint64 // payload bytes written to blob files
 	BlobFilesCreated uint64 // each with a directory fsync
 	BlobFilesRemoved uint64 // by snapshots
@@ -167,12 +172,16 @@ func (l *Log) fail(err error) error {
 
 // Append encodes entries and writes them to the log, one tidwall batch per
 // BatchEntriesMax / BatchBytesMax. Large publish payloads go to the blob
-// files first, which are made durable before any record refers to them
-// (blob.go); the records are not fsynced: call Sync. Entries must follow
-// on from LastIndex, and epochs never go back.
+// files first (blob.go). Nothing is fsynced: call Sync. Entries must follow
+// on from LastIndex, and epochs never go back. The payloads of the previous
+// Append are made durable first if Sync did not, so a round's records never
+// reach the disk before the previous round's payloads (blob.go).
 func (l *Log) Append(entries []core.Entry) error {
 	if err := l.usable(); err != nil {
 		return err
+	}
+	if err := l.syncBlobs(); err != nil {
+		return l.fail(err)
 	}
 	epoch := l.lastEpoch
 	for i := range entries {
@@ -278,10 +287,26 @@ func (l *Log) Sync() error {
 	if err := l.usable(); err != nil {
 		return err
 	}
-	if l.syncedIndex == l.lastIndex && !l.dirSyncPending {
+	if l.syncedIndex == l.lastIndex && !l.dirSyncPending && !l.blobSyncPending {
 		return nil
 	}
-	if err := l.wal.Sync(); err != nil {
+	// The round's payloads and its records become durable side by side:
+	// the wait is one disk round trip, not two (blob.go says why that is
+	// safe).
+	var blobErr error
+	var blobDone chan struct{}
+	if l.blobSyncPending {
+		blobDone = make(chan struct{})
+		go func() {
+			defer close(blobDone)
+			blobErr = l.syncBlobs()
+		}()
+	}
+	walErr := l.wal.Sync()
+	if blobDone != nil {
+		<-blobDone
+	}
+	if err := errors.Join(walErr, blobErr); err != nil {
 		return l.fail(err)
 	}
 	l.stats.Syncs++

@@ -40,12 +40,19 @@ func appendRecord(dst []byte, e *core.Entry) []byte {
 }
 
 const (
-	// blobRecordKind opens a blob record after the CRC. It differs from
-	// core's entry magic (0xFE), which opens an inline record, so logs
-	// written before blob records existed read unchanged.
+	// blobRecordKind opened blob records before round marks (below); such
+	// records are still read. It differs from core's entry magic (0xFE),
+	// which opens an inline record, so logs written before blob records
+	// existed read unchanged.
 	blobRecordKind = 0xB1
 	// blobRefBytes: kind, file id, offset, length, payload CRC.
 	blobRefBytes = 1 + 8 + 8 + 4 + 4
+	// blobRecordKindRound opens the blob records Append writes now: the
+	// reference is followed by the index of the last entry of the Append
+	// that wrote it (its round), which recovery needs to tell a payload
+	// lost with its unfinished round from a damaged one (repair.go).
+	blobRecordKindRound = 0xB2
+	blobRefBytesRound   = blobRefBytes + 8
 )
 
 // blobRef locates one payload in the blob files.
@@ -54,6 +61,9 @@ type blobRef struct {
 	offsetBytes uint64 // where the payload starts in the file
 	lengthBytes uint32 // > 0: only payloads of at least BlobPayloadBytesMin >= 1 go to blobs
 	crc         uint32 // CRC-32C of the payload
+	// roundLastIndex is the last index of the Append that wrote the
+	// payload (for records without a round mark, the record's own index).
+	roundLastIndex uint64
 }
 
 func (r blobRef) endBytes() uint64 { return r.offsetBytes + uint64(r.lengthBytes) }
@@ -64,12 +74,14 @@ func (r blobRef) endBytes() uint64 { return r.offsetBytes + uint64(r.lengthBytes
 func appendBlobRecord(dst []byte, e *core.Entry, ref blobRef, scratch *blobScratch) []byte {
 	assertTrue(e.Kind == core.EntryPublish && e.Body != nil, "only publishes have blob payloads")
 	assertTrue(uint64(len(e.Body.Payload)) == uint64(ref.lengthBytes) && ref.lengthBytes > 0, "the reference is to this payload")
+	assertTrue(ref.roundLastIndex >= e.Index, "a record is in its own round")
 	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0, blobRecordKind)
+	dst = append(dst, 0, 0, 0, 0, blobRecordKindRound)
 	dst = binary.BigEndian.AppendUint64(dst, ref.fileID)
 	dst = binary.BigEndian.AppendUint64(dst, ref.offsetBytes)
 	dst = binary.BigEndian.AppendUint32(dst, ref.lengthBytes)
 	dst = binary.BigEndian.AppendUint32(dst, ref.crc)
+	dst = binary.BigEndian.AppendUint64(dst, ref.roundLastIndex)
 	scratch.entry, scratch.body = *e, *e.Body
 	scratch.body.Payload = nil
 	scratch.entry.Body = &scratch.body
@@ -99,9 +111,13 @@ func checkRecord(record []byte, wantIndex, epochMin uint64) (core.Entry, blobRef
 	}
 	body := record[recordHeaderBytes:]
 	var ref blobRef
-	isBlob := len(body) > 0 && body[0] == blobRecordKind
+	isBlob := len(body) > 0 && (body[0] == blobRecordKind || body[0] == blobRecordKindRound)
 	if isBlob {
-		if len(body) < blobRefBytes {
+		refBytes := blobRefBytes
+		if body[0] == blobRecordKindRound {
+			refBytes = blobRefBytesRound
+		}
+		if len(body) < refBytes {
 			return core.Entry{}, blobRef{}, false, CutUndecodable
 		}
 		ref = blobRef{
@@ -110,14 +126,20 @@ func checkRecord(record []byte, wantIndex, epochMin uint64) (core.Entry, blobRef
 			lengthBytes: binary.BigEndian.Uint32(body[17:]),
 			crc:         binary.BigEndian.Uint32(body[21:]),
 		}
-		body = body[blobRefBytes:]
+		if refBytes == blobRefBytesRound {
+			ref.roundLastIndex = binary.BigEndian.Uint64(body[25:])
+		}
+		body = body[refBytes:]
 	}
 	e, err := core.DecodeEntry(body)
 	if err != nil {
 		return core.Entry{}, blobRef{}, false, CutUndecodable
 	}
+	if isBlob && ref.roundLastIndex == 0 {
+		ref.roundLastIndex = e.Index // no round mark: a round of its own
+	}
 	if isBlob && (e.Kind != core.EntryPublish || len(e.Body.Payload) != 0 || ref.lengthBytes == 0 ||
-		ref.fileID == 0 || ref.fileID > e.Index) {
+		ref.fileID == 0 || ref.fileID > e.Index || ref.roundLastIndex < e.Index) {
 		// CRC fine but not what appendBlobRecord writes.
 		return core.Entry{}, blobRef{}, false, CutUndecodable
 	}

@@ -239,7 +239,7 @@ func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64, blob
 				e.Body.Ref = ref.payloadRef()
 			}
 			if reason != CutNone {
-				return res, res.cutRecord(dir, segments, k, data, pos, f, next, reason)
+				return res, res.cutRecord(dir, segments, k, data, pos, f, next, reason, ref.roundLastIndex)
 			}
 			if next > snapshotIndex {
 				res.entries = append(res.entries, e)
@@ -258,29 +258,41 @@ func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64, blob
 
 // cutRecord records a cut at the frame at pos in segments[k] (whose bytes
 // are data).
-func (res *scanResult) cutRecord(dir string, segments []segmentFile, k int, data []byte, pos int, f frame, index uint64, reason CutReason) error {
+// roundLast is, for a blob record whose payload cannot be read back, the
+// last index of the Append that wrote it (blobRef.roundLastIndex).
+func (res *scanResult) cutRecord(dir string, segments []segmentFile, k int, data []byte, pos int, f frame, index uint64, reason CutReason, roundLast uint64) error {
 	assertTrue(reason != CutNone, "a cut has a reason")
 	assertTrue(index == res.lastIndex+1, "the cut follows the last valid record")
 	// A write cut short leaves a frame that runs off the end, fails its
 	// checksum, or reads as zeros; a record that passes its checksum but
 	// holds the wrong index or epoch was written whole, so it is corruption
-	// wherever it is. A payload that cannot be read back counts as a record
-	// that fails its checksum: torn only as the last frame of the log.
+	// wherever it is.
 	isTail := k == len(segments)-1
-	looksUnfinished := reason == CutTornFrame || reason == CutShortRecord || reason == CutChecksum ||
-		reason == CutBlobMissing || reason == CutBlobShort || reason == CutBlobChecksum
+	looksUnfinished := reason == CutTornFrame || reason == CutShortRecord || reason == CutChecksum
 	later, laterRecords, err := laterSegments(dir, segments[k+1:])
 	if err != nil {
 		return err
 	}
+	dropped := countFrames(data[pos:]) + laterRecords
+	torn := isTail && looksUnfinished && (f.reachesEOF || allZero(data[pos:]))
+	if reason == CutBlobMissing || reason == CutBlobShort || reason == CutBlobChecksum {
+		// A round's payloads are fdatasynced beside its records, so a crash
+		// can keep records of the last round without their payloads; the
+		// next round starts only once both are durable. A payload lost
+		// under a record whose round reaches the end of the log is that
+		// unfinished round (nothing in it was confirmed); under an earlier
+		// round it is damage.
+		lastInLog := index + uint64(max(dropped, 1)) - 1
+		torn = roundLast >= index && lastInLog <= roundLast
+	}
 	res.cut = &Cut{
 		Index:          index,
 		Reason:         reason,
-		Torn:           isTail && looksUnfinished && (f.reachesEOF || allZero(data[pos:])),
+		Torn:           torn,
 		Segment:        segments[k].name,
 		OffsetBytes:    int64(pos),
 		DroppedBytes:   int64(len(data)-pos) + later,
-		DroppedRecords: countFrames(data[pos:]) + laterRecords,
+		DroppedRecords: dropped,
 	}
 	res.cutSegment = k
 	return nil
