@@ -56,14 +56,17 @@ type Options struct {
 
 // DefaultOptions returns the defaults. Corruption is refused by default, as
 // SPEC §7 quarantines by default: cutting confirmed data is an operator's call.
-// Segments are 8 MiB: tidwall keeps its tail segment in memory and regrows
-// it as it fills, and 8-16 MiB segments appended about 1.7x faster than
-// 64 MiB ones on our VM (BenchmarkTidwallAppendSync, 4 MiB a little slower);
-// the smaller size also caps what an open log holds in memory (about 10 MiB)
+// Segments are 1 MiB: tidwall keeps its tail segment in memory and regrows
+// it by append as it fills, and each regrowth of a large buffer faults in
+// fresh pages at ~12 us each on our VM, stalling the round that pays for
+// it. With payloads in blob files a record is ~100 bytes, so 1 MiB still
+// holds ~10,000 entries; paced end to end at 5,000/s the p99 fell from
+// 28-31 ms (8 MiB) to 5.6-8.8 ms (1 MiB), with throughput unchanged within
+// noise (docs/PERF-LOG.md). It also caps what an open log holds in memory
 // and the rewrite a snapshot's TruncateFront may cost.
 func DefaultOptions() Options {
 	return Options{
-		SegmentSizeBytes:    8 << 20,
+		SegmentSizeBytes:    1 << 20,
 		BatchEntriesMax:     4096,
 		BatchBytesMax:       8 << 20,
 		PendingEntriesMax:   4 * 4096,
