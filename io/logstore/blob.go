@@ -112,8 +112,8 @@ func (l *Log) placeBlobs(entries []core.Entry) {
 			l.blobChunks = append(l.blobChunks, blobChunk{fileID: file.id, start: len(l.blobBuf), end: len(l.blobBuf)})
 		}
 		ref := blobRef{
-			fileID:      file.id,
-			offsetBytes: uint64(file.sizeBytes),
+			fileID:         file.id,
+			offsetBytes:    uint64(file.sizeBytes),
 			lengthBytes:    uint32(len(payload)),
 			crc:            crc32.Checksum(payload, castagnoli),
 			roundLastIndex: roundLast,
@@ -184,11 +184,15 @@ func (l *Log) syncBlobs() error {
 	return nil
 }
 
-// removeCoveredBlobs deletes the blob files every reference to which a
+// removeCoveredBlobs drops the blob files every reference to which a
 // snapshot at index covers and that hold no stored body (their id is below
 // keepBlobsFrom, 0 meaning none is stored), the active one included (the
-// next payload starts a new file). It returns how many it removed; the
-// caller fsyncs the directory.
+// next payload starts a new file), and unlinks them in the background:
+// freeing their blocks (a discard on this VM's ext4) costs tens of
+// milliseconds that must not stall the rounds behind the snapshot. No
+// directory fsync either: a removed file that reappears after a crash is
+// one no recovered entry or snapshot refers to, and Open removes it again.
+// It returns how many it dropped.
 func (l *Log) removeCoveredBlobs(index, keepBlobsFrom uint64) (int, error) {
 	covered := 0
 	for covered < len(l.blobFiles) && l.blobFiles[covered].maxRefIndex <= index &&
@@ -203,12 +207,20 @@ func (l *Log) removeCoveredBlobs(index, keepBlobsFrom uint64) (int, error) {
 			return 0, err
 		}
 	}
+	paths := make([]string, 0, covered)
 	for _, file := range l.blobFiles[:covered] {
-		if err := os.Remove(filepath.Join(l.dir, blobName(file.id))); err != nil {
-			return 0, err
-		}
+		paths = append(paths, filepath.Join(l.dir, blobName(file.id)))
 		l.stats.BlobFilesRemoved++
 	}
+	l.unlinks.Add(1)
+	go func() {
+		defer l.unlinks.Done()
+		for _, path := range paths {
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				l.unlinkErr.CompareAndSwap(nil, &err)
+			}
+		}
+	}()
 	rest := copy(l.blobFiles, l.blobFiles[covered:])
 	l.blobFiles = l.blobFiles[:rest]
 	for i := 1; i < len(l.blobFiles); i++ {
@@ -216,6 +228,16 @@ func (l *Log) removeCoveredBlobs(index, keepBlobsFrom uint64) (int, error) {
 	}
 	assertTrue((l.blobActive != nil) == (len(l.blobFiles) > 0), "the last live blob file is the active one")
 	return covered, nil
+}
+
+// waitUnlinks waits for the background removal of blob files and returns
+// the first error it met, if any.
+func (l *Log) waitUnlinks() error {
+	l.unlinks.Wait()
+	if errp := l.unlinkErr.Load(); errp != nil {
+		return *errp
+	}
+	return nil
 }
 
 // closeBlobs closes the active blob file, if any, its payloads durable.

@@ -330,6 +330,7 @@ func TestSnapshotRemovesBlobFiles(t *testing.T) {
 	if err := l.SaveSnapshot(100, []byte("at 100"), 0); err != nil {
 		t.Fatal(err)
 	}
+	must(t, l.waitUnlinks()) // removal runs in the background
 	blobs := blobsOf(t, dir)
 	if len(blobs) != 13 || blobs[0].id != 97 || l.Stats().BlobFilesRemoved != 12 {
 		t.Fatalf("after a snapshot at 100: %+v, stats %+v", blobs, l.Stats())
@@ -346,6 +347,7 @@ func TestSnapshotRemovesBlobFiles(t *testing.T) {
 	if err := l.SaveSnapshot(200, []byte("at 200"), 0); err != nil {
 		t.Fatal(err)
 	}
+	must(t, l.waitUnlinks())
 	if blobs := blobsOf(t, dir); len(blobs) != 0 {
 		t.Fatalf("blob files left after a snapshot of everything: %+v", blobs)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/tidwall/wal"
@@ -65,6 +67,11 @@ type Log struct {
 	blobChunks  []blobChunk
 	blobRefs    []blobRef
 	blobScratch blobScratch
+
+	// unlinks tracks the background removal of blob files (blob.go);
+	// unlinkErr is the first error it met.
+	unlinks   sync.WaitGroup
+	unlinkErr atomic.Pointer[error]
 
 	failed error
 	closed bool
@@ -361,12 +368,8 @@ func (l *Log) SaveSnapshot(index uint64, data []byte, keepBlobsFrom uint64) erro
 	}
 	// After the truncation, so that a crash in between leaves only blob
 	// files nothing live refers to, which Open removes.
-	if removed, err := l.removeCoveredBlobs(index, keepBlobsFrom); err != nil {
+	if _, err := l.removeCoveredBlobs(index, keepBlobsFrom); err != nil {
 		return l.fail(err)
-	} else if removed > 0 {
-		if err := l.dirFile.Sync(); err != nil {
-			return l.fail(err)
-		}
 	}
 	return nil
 }
@@ -439,11 +442,13 @@ func (l *Log) Close() error {
 	l.closed = true
 	walErr := l.wal.Close() // fsyncs the tail once more, even with NoSync
 	blobErr := l.closeBlobs()
+	// A log reopened in this process must not see files vanish under it.
+	unlinkErr := l.waitUnlinks()
 	dirErr := l.dirFile.Close()
 	if l.failed != nil {
 		return l.failed
 	}
-	return errors.Join(syncErr, walErr, blobErr, dirErr)
+	return errors.Join(syncErr, walErr, blobErr, unlinkErr, dirErr)
 }
 
 func syncDirPath(dir string) error {

@@ -36,6 +36,7 @@ func TestSnapshotTruncatesAndRecovers(t *testing.T) {
 	if err := l.SaveSnapshot(1500, state, 0); err != nil {
 		t.Fatal(err)
 	}
+	must(t, l.waitUnlinks()) // blob files go in the background
 	after := sizeBytes(t, l)
 	// 1500 records of about 1.1 KiB went, 5 KB of snapshot came.
 	if before-after < 1500*1024 {
@@ -65,6 +66,7 @@ func TestSnapshotAtLastIndex(t *testing.T) {
 	if err := l.SaveSnapshot(500, []byte("s"), 0); err != nil {
 		t.Fatal(err)
 	}
+	must(t, l.waitUnlinks())
 	if l.FirstIndex() != 501 || l.LastIndex() != 500 {
 		t.Fatalf("first %d last %d", l.FirstIndex(), l.LastIndex())
 	}

@@ -128,6 +128,7 @@ func TestCommitterReportsStoredPayloads(t *testing.T) {
 	c = NewCommitter(l, func(uint64, []StoredPayload, error) {})
 	must(t, c.SaveSnapshot(uint64(len(all)), []byte("snap"), keep))
 	must(t, c.Close())
+	must(t, l.waitUnlinks())
 	if got := blobIDs(t, dir); ids[0] == keep || !slices.Equal(got, ids[slices.Index(ids, keep):]) {
 		t.Fatalf("snapshot keeping from %d: files %v, were %v", keep, got, ids)
 	}
@@ -219,6 +220,7 @@ func TestSnapshotKeepsBlobFilesWithStoredBodies(t *testing.T) {
 	}
 	keep, kept := before[12], before[12:] // 97: a stored body of the snapshot is in it
 	must(t, l.SaveSnapshot(210, []byte("at 210"), keep))
+	must(t, l.waitUnlinks())
 	checkRefs(keep, kept)
 	must(t, l.Close())
 
@@ -246,11 +248,13 @@ func TestSnapshotKeepsBlobFilesWithStoredBodies(t *testing.T) {
 
 	// Keeping from 201: the covered files below it go.
 	must(t, l.SaveSnapshot(213, []byte("at 213"), 201))
+	must(t, l.waitUnlinks())
 	checkRefs(201, []uint64{201, 209})
 
 	// No stored body (keepBlobsFrom 0): every covered file goes.
 	appendBlobs(l, 2)
 	must(t, l.SaveSnapshot(215, []byte("at 215"), 0))
+	must(t, l.waitUnlinks())
 	checkRefs(216, nil)
 	must(t, l.Close())
 }
