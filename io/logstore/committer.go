@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fibril-go/fibril/core"
 )
@@ -19,7 +20,13 @@ import (
 //     overload the queue, bounded by PendingEntriesMax, pushes back instead;
 //   - submitted indexes are contiguous, from the log's LastIndex()+1;
 //   - after an I/O error the writer reports onDurable(0, err) once and stops;
-//     Submit returns the error from then on and nothing is retried.
+//     Submit returns the error from then on and nothing is retried;
+//   - a queue holding only deferrable entries (settles, leases, requeues:
+//     nothing a client waits on, see urgentEntry) waits up to
+//     Options.DeferrableWaitMax for an urgent entry or DeferrableEntriesMax
+//     of them before it becomes a round of its own, so at moderate rates
+//     acks ride along with the next publishes' fsync instead of taking one
+//     (and delaying the publishes behind it) on their own.
 
 // Stats counts what a Committer did (metrics, tests). Syncs far below
 // Submits is group commit working.
@@ -52,6 +59,11 @@ type Committer struct {
 	closing       bool
 	err           error // the writer's I/O error, sticky
 	done          chan struct{}
+	// urgentQueued counts queued entries someone waits on (urgentEntry);
+	// queuedSince is when the queue last went from empty to not empty.
+	urgentQueued int
+	queuedSince  time.Time
+	deferTimer   *time.Timer // wakes the writer when a deferral ends
 
 	submits, rounds, batches, entries, syncs, snapshots atomic.Uint64
 }
@@ -80,6 +92,12 @@ func NewCommitter(l *Log, onDurable func(upToIndex uint64, stored []StoredPayloa
 	}
 	c.notEmpty.L = &c.mu
 	c.notFull.L = &c.mu
+	c.deferTimer = time.AfterFunc(time.Hour, func() {
+		c.mu.Lock()
+		c.notEmpty.Signal()
+		c.mu.Unlock()
+	})
+	c.deferTimer.Stop()
 	go c.run()
 	return c
 }
@@ -104,13 +122,26 @@ func (c *Committer) Submit(entries []core.Entry) error {
 	if c.closing {
 		return ErrClosed
 	}
+	urgent := 0
 	for i := range entries {
 		assertTrue(entries[i].Index == c.nextIndex+uint64(i), "submitted entries are contiguous")
+		if urgentEntry(&entries[i]) {
+			urgent++
+		}
+	}
+	wasEmpty := c.queued() == 0
+	if wasEmpty {
+		c.queuedSince = time.Now()
 	}
 	c.pending = append(c.pending, entries...)
 	c.nextIndex += uint64(len(entries))
+	c.urgentQueued += urgent
 	c.submits.Add(1)
-	c.notEmpty.Signal()
+	// The writer re-decides only when it could take a round now or must
+	// start its deferral clock, not on every deferrable entry.
+	if wasEmpty || urgent > 0 || c.queued() >= c.log.opts.DeferrableEntriesMax {
+		c.notEmpty.Signal()
+	}
 	return nil
 }
 
@@ -166,19 +197,64 @@ func (c *Committer) Close() error {
 
 func (c *Committer) queued() int { return len(c.pending) - c.head }
 
+// urgentEntry says whether someone waits on e's durability: a publish (its
+// confirm, and its deliveries), a declare or a global DLQ change (their
+// replies). Leases, settles and requeues only delay bookkeeping: their
+// effects reach clients before they are durable, and a crash before it
+// means redelivery, which at-least-once allows.
+func urgentEntry(e *core.Entry) bool {
+	switch e.Kind {
+	case core.EntryPublish, core.EntryDeclare, core.EntryGlobalDLQ:
+		return true
+	}
+	return false
+}
+
+// roundReady says whether the writer should take a round now; if not, it
+// returns how long the queued deferrable entries may still wait. Called
+// with mu held and something queued.
+func (c *Committer) roundReady() (bool, time.Duration) {
+	if c.closing || c.snapshot != nil || c.urgentQueued > 0 || c.queued() >= c.log.opts.DeferrableEntriesMax {
+		return true, 0
+	}
+	wait := c.log.opts.DeferrableWaitMax - time.Since(c.queuedSince)
+	return wait <= 0, wait
+}
+
 func (c *Committer) run() {
 	defer close(c.done)
 	var round []core.Entry
 	for {
 		c.mu.Lock()
-		for c.queued() == 0 && c.snapshot == nil && !c.closing {
+		for {
+			for c.queued() == 0 && c.snapshot == nil && !c.closing {
+				c.notEmpty.Wait()
+			}
+			if c.queued() == 0 {
+				break
+			}
+			ready, wait := c.roundReady()
+			if ready {
+				break
+			}
+			c.deferTimer.Reset(wait)
 			c.notEmpty.Wait()
 		}
 		if c.queued() == 0 && c.snapshot == nil {
 			c.mu.Unlock()
+			c.deferTimer.Stop()
 			return // closing, and everything is written
 		}
 		round = c.takeRound(round[:0])
+		for i := range round {
+			if urgentEntry(&round[i]) {
+				c.urgentQueued--
+			}
+		}
+		assertTrue(c.urgentQueued >= 0, "urgent entries are counted once")
+		if c.queued() > 0 {
+			c.queuedSince = time.Now() // what is left waits afresh
+		}
 		// The writer owns the log, so reading it here is safe.
 		roundLastIndex := c.log.LastIndex() + uint64(len(round))
 		var snapshot *snapshotRequest

@@ -1,6 +1,9 @@
 package logstore
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Options and limits of one Log and its Committer. Invariants:
 //   - defaults live only in DefaultOptions; call sites pass full options;
@@ -40,6 +43,12 @@ type Options struct {
 	// taken by its writer; Submit blocks beyond it (backpressure). A few
 	// rounds' worth keeps the writer fed while bounding queueing delay.
 	PendingEntriesMax int
+	// DeferrableWaitMax and DeferrableEntriesMax: a Committer queue of only
+	// deferrable entries (settles, leases, requeues) waits this long, or
+	// until this many are queued, for an urgent entry to share a round
+	// with (committer.go). It bounds how much later an ack becomes durable.
+	DeferrableWaitMax    time.Duration
+	DeferrableEntriesMax int
 	// OnCorruption is what Open does with corruption that is not a torn tail.
 	OnCorruption CorruptionPolicy
 	// BlobPayloadBytesMin: a publish payload at least this long is written
@@ -66,13 +75,17 @@ type Options struct {
 // and the rewrite a snapshot's TruncateFront may cost.
 func DefaultOptions() Options {
 	return Options{
-		SegmentSizeBytes:    1 << 20,
-		BatchEntriesMax:     4096,
-		BatchBytesMax:       8 << 20,
-		PendingEntriesMax:   4 * 4096,
-		OnCorruption:        CorruptionRefuse,
-		BlobPayloadBytesMin: 256,
-		BlobFileSizeBytes:   64 << 20,
+		SegmentSizeBytes:  1 << 20,
+		BatchEntriesMax:   4096,
+		BatchBytesMax:     8 << 20,
+		PendingEntriesMax: 4 * 4096,
+		// Two milliseconds: several publish rounds at moderate rates, far
+		// below any lease.
+		DeferrableWaitMax:    2 * time.Millisecond,
+		DeferrableEntriesMax: 1024,
+		OnCorruption:         CorruptionRefuse,
+		BlobPayloadBytesMin:  256,
+		BlobFileSizeBytes:    64 << 20,
 	}
 }
 
@@ -85,6 +98,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("logstore options: BatchEntriesMax and BatchBytesMax must be at least 1")
 	case o.PendingEntriesMax < 1:
 		return fmt.Errorf("logstore options: PendingEntriesMax must be at least 1")
+	case o.DeferrableWaitMax < 0 || o.DeferrableEntriesMax < 1:
+		return fmt.Errorf("logstore options: DeferrableWaitMax must not be negative and DeferrableEntriesMax must be at least 1")
 	case o.OnCorruption != CorruptionRefuse && o.OnCorruption != CorruptionTruncate:
 		return fmt.Errorf("logstore options: OnCorruption %d is not a policy", o.OnCorruption)
 	case o.BlobPayloadBytesMin < 1:
