@@ -229,7 +229,9 @@ func (r *runner) step(in core.Input, reply pendingReply) {
 	for i := range rd.Deliveries {
 		d := &rd.Deliveries[i]
 		if bnd := r.subs[d.SubID]; bnd != nil {
-			if d.Body.IsStored() && !r.loadStored(d) {
+			// deliver encodes the payload into the outbox at once, so the
+			// reader's buffer may back it.
+			if d.Body = r.loaded(d.Body, false); d.Body == nil {
 				return
 			}
 			bnd.sess.deliver(bnd, d)
@@ -237,15 +239,9 @@ func (r *runner) step(in core.Input, reply pendingReply) {
 	}
 	for i := range rd.DeadLetters {
 		dl := rd.DeadLetters[i]
-		if dl.Body.IsStored() {
-			payload, err := r.payloads.Read(dl.Body.Ref)
-			if err != nil {
-				r.storageReadFailed(err)
-				return
-			}
-			loaded := *dl.Body
-			loaded.Payload, loaded.Ref = append([]byte(nil), payload...), core.PayloadRef{}
-			dl.Body = &loaded
+		// The copy goes to another partition's log later: it owns its bytes.
+		if dl.Body = r.loaded(dl.Body, true); dl.Body == nil {
+			return
 		}
 		r.forwardDeadLetter(dl)
 	}
@@ -254,20 +250,26 @@ func (r *runner) step(in core.Input, reply pendingReply) {
 	r.arm(rd.NextWakeMs, now)
 }
 
-// loadStored points d at a copy of its body with the payload read back from
-// the blob file. The payload is the reader's buffer: deliver encodes it
-// into the outbox at once, before the next read.
-func (r *runner) loadStored(d *core.Delivery) bool {
-	payload, err := r.payloads.Read(d.Body.Ref)
+// loaded returns body with its payload in memory: body itself when it is,
+// else a copy with the payload read back from its blob file, in the
+// reader's buffer (valid until the next read) unless own asks for a copy.
+// It returns nil when the payload cannot be read (the broker is stopping).
+func (r *runner) loaded(body *core.Body, own bool) *core.Body {
+	if !body.IsStored() {
+		return body
+	}
+	payload, err := r.payloads.Read(body.Ref)
 	if err != nil {
 		r.storageReadFailed(err)
-		return false
+		return nil
 	}
-	loaded := *d.Body
-	loaded.Payload, loaded.Ref = payload, core.PayloadRef{}
-	d.Body = &loaded
 	r.b.metrics.payloadsRead.Add(1)
-	return true
+	if own {
+		payload = append([]byte(nil), payload...)
+	}
+	loaded := *body
+	loaded.Payload, loaded.Ref = payload, core.PayloadRef{}
+	return &loaded
 }
 
 // storageReadFailed: a durable payload cannot be read back (removed, cut

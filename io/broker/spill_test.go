@@ -111,3 +111,34 @@ func TestBudgetKeepsTheHeadInMemory(t *testing.T) {
 		t.Fatalf("%d bytes resident after every message was acked", got)
 	}
 }
+
+// TestStoredPayloadIsDeadLetteredWhole: a dead-letter copy of a message
+// whose payload left memory carries the payload read back, into a queue
+// whose own log stores it again.
+func TestStoredPayloadIsDeadLetteredWhole(t *testing.T) {
+	b, addr := testBroker(t, "", func(c *Config) { c.ResidentPayloadBytesMax = 0 })
+	p := connect(t, addr)
+	id := p.request(wire.OpDeclareQueue, &wire.DeclareQueue{Topic: "work",
+		DLQPolicy: wire.Some(wire.DLQPolicy{Kind: wire.DLQCustom, Topic: "work-dlq"}), DLQRetriesMax: wire.Some[uint32](0)})
+	if f := p.reply(id); f.hdr.Opcode != wire.OpDeclareQueueOk {
+		t.Fatalf("declare: %v %+v", f.hdr.Opcode, f.body)
+	}
+	want := spillPayload(7)
+	id = p.request(wire.OpPublish, &wire.Publish{Topic: "work", RequireConfirm: true, Payload: want})
+	p.reply(id)
+	deadline := time.Now().Add(5 * time.Second)
+	for b.metrics.payloadsSpilled.Load() < 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if b.metrics.payloadsSpilled.Load() != 1 {
+		t.Fatal("the payload was not spilled")
+	}
+	p.subscribe("work", 0, 1, false)
+	d := p.deliver()
+	p.nack("work", 0, true, wire.Optional[uint64]{}, d.DeliveryTag) // past max_retries 0
+	p.subscribe("work-dlq", 0, 1, false)
+	dl := p.deliver()
+	if dl.Topic != "work-dlq" || !bytes.Equal(dl.Payload, want) {
+		t.Fatalf("dead-letter copy on %s with payload %q..., want %q...", dl.Topic, dl.Payload[:8], want[:8])
+	}
+}
