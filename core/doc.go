@@ -19,6 +19,13 @@
 // Ready is valid until the next Step. Time arrives as NowMs (Unix ms) in every
 // input and only moves forward inside the core.
 //
+// The core never reads a payload. Once a publish is durable and its storage
+// can give the bytes back, the driver may call p.SpillBody(offset, ref): the
+// message keeps its state and its body becomes stored (Body.Ref set, Payload
+// nil), and deliveries and dead-letter copies of it carry the ref for the
+// driver to read back. Which bodies are in memory is the driver's choice, not
+// partition state: it is not logged, and snapshots record stored refs.
+//
 // # Glossary
 //
 // Inputs: Tick (time passed), Persisted (storage durable up to an index),
