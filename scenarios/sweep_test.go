@@ -36,9 +36,12 @@ func TestSweep(t *testing.T) {
 				}
 			},
 		})
-		t.Logf("swarm=%v: runs %d, simulated client ops %d, faults injected %d (crashes %d), violations %d, simulated %.0fs, wall %v",
-			swarm, summary.Runs, summary.ClientOps, summary.FaultsInjected, summary.Crashes, summary.Violations,
+		t.Logf("swarm=%v: runs %d, simulated client ops %d, faults injected %d (crashes %d), payloads spilled %d, violations %d, simulated %.0fs, wall %v",
+			swarm, summary.Runs, summary.ClientOps, summary.FaultsInjected, summary.Crashes, summary.Spills, summary.Violations,
 			float64(summary.SimMs)/1000, summary.Wall)
+		if summary.Spills == 0 {
+			t.Errorf("swarm=%v: no payload was spilled: the sweep does not exercise stored bodies", swarm)
+		}
 	}
 }
 

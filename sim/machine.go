@@ -14,6 +14,7 @@ type Machine interface {
 	CheckInvariants() error
 	Snapshot() []byte
 	Live() int
+	SpillBody(offset uint64, ref core.PayloadRef) int64
 }
 
 var _ Machine = (*core.Partition)(nil)

@@ -40,6 +40,7 @@ type NodeStats struct {
 	Crashes    uint64
 	TornWrites uint64
 	Entries    uint64
+	Spills     uint64 // payloads dropped from memory (spillRatio)
 }
 
 // nodePart is one hosted partition and the driver's bookkeeping for it.
@@ -65,6 +66,12 @@ type nodePart struct {
 	wakeGen       uint64
 
 	leaseIndexes []offsetIndex // scratch: this step's lease entries
+
+	// stored is the node's stand-in for the broker's blob files: payloads it
+	// dropped from memory (core.Partition.SpillBody), by the ref it gave.
+	// Memory only, as the spill itself: a crash forgets both, and recovery
+	// rebuilds bodies from the log.
+	stored map[core.PayloadRef][]byte
 }
 
 type offsetIndex struct{ offset, index uint64 }
@@ -133,6 +140,7 @@ func (n *Node) boot() {
 		p, err := core.NewPartition(ps.cfg)
 		assert(err == nil, "the catalogue builds valid partition configs")
 		ps.m = n.w.wrap(p, MachineInfo{Queue: ps.cfg.Queue})
+		ps.stored = map[core.PayloadRef][]byte{}
 	}
 	n.start()
 }

@@ -18,6 +18,9 @@ const deadLetterRetryMs = 20
 func (n *Node) forwardDeadLetters(ps *nodePart, rd *core.Ready) {
 	for i := range rd.DeadLetters {
 		dl := rd.DeadLetters[i]
+		if dl.Body = n.loadStored(ps, dl.Offset, dl.Body); dl.Body == nil {
+			return
+		}
 		target := n.w.partitionFor(dl.Target.Topic, dl.Target.Group)
 		if target < 0 {
 			n.w.abort("dead-letter target " + dl.Target.Topic + " is not hosted")

@@ -195,6 +195,9 @@ func (n *Node) routeSettled(ps *nodePart, rd *core.Ready) {
 func (n *Node) routeDeliveries(ps *nodePart, rd *core.Ready) {
 	for i := range rd.Deliveries {
 		d := rd.Deliveries[i] // a copy: the Ready is reused by the next Step
+		if d.Body = n.loadStored(ps, d.Offset, d.Body); d.Body == nil {
+			return
+		}
 		var index uint64
 		autoAck := false
 		for _, li := range ps.leaseIndexes {

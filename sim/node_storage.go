@@ -74,8 +74,12 @@ func (n *Node) syncDone(position int64) {
 	}
 	for _, ps := range n.parts {
 		if ps.syncedIndex > ps.persistedIndex && n.up {
+			from := ps.persistedIndex
 			ps.persistedIndex = ps.syncedIndex
 			n.step(ps, &core.Persisted{NowMs: n.nowMs(), UpToIndex: ps.syncedIndex}, "persisted")
+			if n.up && ps.m != nil {
+				n.spill(ps, from, ps.syncedIndex)
+			}
 		}
 	}
 	if !n.up {
@@ -113,7 +117,7 @@ func (n *Node) crash(why string) {
 	}
 	n.conns, n.subs, n.refs = nil, nil, nil
 	for _, ps := range n.parts {
-		ps.m = nil
+		ps.m, ps.stored = nil, nil
 		ps.wakeAtMs, ps.wakeEventAtMs = 0, 0
 		ps.wakeGen++
 	}
@@ -176,6 +180,7 @@ func (n *Node) recoverPart(ps *nodePart, entries []core.Entry) bool {
 		return false
 	}
 	ps.m = n.w.wrap(p, MachineInfo{Queue: ps.cfg.Queue, Recovered: true, Entries: entries})
+	ps.stored = map[core.PayloadRef][]byte{}
 	got := snapshotHash(ps.m.Snapshot())
 	want := "beyond-written"
 	if recoveredIndex <= uint64(len(ps.shadow)) {
@@ -245,4 +250,41 @@ func (n *Node) onWake(ps *nodePart) {
 		return
 	}
 	n.step(ps, &core.Tick{NowMs: n.nowMs()}, "tick")
+}
+
+// spillRatio is the share of newly durable publishes whose payload the node
+// drops from memory, as the broker does past its memory budget: deliveries
+// and dead-letter copies of them must then come back with the stored ref
+// the node gave, which it resolves (loadStored).
+const spillRatio = 0.25
+
+// spill drops the payloads of some publishes durable in (from, to].
+func (n *Node) spill(ps *nodePart, from, to uint64) {
+	for index := from + 1; index <= to && index <= uint64(len(ps.shadow)); index++ {
+		e := &ps.shadow[index-1]
+		if e.Kind != core.EntryPublish || len(e.Body.Payload) == 0 || !n.rng.Chance(spillRatio) {
+			continue
+		}
+		ref := core.PayloadRef{File: uint64(ps.idx) + 1, OffsetBytes: index, LengthBytes: uint32(len(e.Body.Payload)), Checksum: uint32(e.Offset)}
+		if ps.m.SpillBody(e.Offset, ref) > 0 {
+			ps.stored[ref] = e.Body.Payload
+			n.stats.Spills++
+		}
+	}
+}
+
+// loadStored gives a stored body its payload back; a ref the node never
+// gave out (or gave for another message) stops the run.
+func (n *Node) loadStored(ps *nodePart, offset uint64, b *core.Body) *core.Body {
+	if !b.IsStored() {
+		return b
+	}
+	payload, ok := ps.stored[b.Ref]
+	if !ok || b.Ref.Checksum != uint32(offset) {
+		n.w.abort(fmt.Sprintf("node %d %s offset %d: stored body with a ref the node never gave it: %+v", n.id, ps.cfg.Queue, offset, b.Ref))
+		return nil
+	}
+	loaded := *b
+	loaded.Payload, loaded.Ref = payload, core.PayloadRef{}
+	return &loaded
 }

@@ -93,6 +93,7 @@ func Run(sc *Scenario, seed uint64, opts Options) (res *Result) {
 		res.Stats.FaultsInjected += w.net.stats.LostTransmissions + w.net.stats.Duplicates + w.net.stats.Resets
 		for _, n := range w.nodes {
 			res.Stats.Crashes += n.stats.Crashes
+			res.Stats.Spills += n.stats.Spills
 			res.Stats.Steps += n.stats.Steps
 		}
 		res.Aborted = w.aborted

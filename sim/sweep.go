@@ -55,6 +55,7 @@ type SweepSummary struct {
 	ClientOps      uint64
 	FaultsInjected uint64
 	Crashes        uint64
+	Spills         uint64
 	SimMs          int64
 	RunWall        time.Duration // summed over runs (CPU-ish time of the simulator)
 	CheckWall      time.Duration // summed over runs
@@ -71,6 +72,7 @@ func (s *SweepSummary) Add(o *Outcome) {
 	s.ClientOps += o.Result.Stats.ClientOps
 	s.FaultsInjected += o.Result.Stats.FaultsInjected
 	s.Crashes += o.Result.Stats.Crashes
+	s.Spills += o.Result.Stats.Spills
 	s.SimMs += o.Result.Stats.SimMs
 	s.RunWall += o.RunWall
 	s.CheckWall += o.CheckWall

@@ -67,6 +67,7 @@ type RunStats struct {
 	Settles        uint64
 	FaultsInjected uint64 // crashes, torn writes, partitions, clock jumps, resets, lost and duplicated packets, vanishes
 	Crashes        uint64
+	Spills         uint64 // payloads the nodes dropped from memory and resolved again
 	Steps          uint64
 	Events         uint64
 	SimMs          int64

@@ -205,8 +205,8 @@ func sweep(from, to uint64, pick func(uint64) *sim.Scenario, opts sim.Options, p
 			}
 		}})
 	progress(true)
-	fmt.Printf("runs %d  simulated client ops %d  faults injected %d (crashes %d)  violations %d in %d runs\n",
-		summary.Runs, summary.ClientOps, summary.FaultsInjected, summary.Crashes, summary.Violations, summary.FailedRuns)
+	fmt.Printf("runs %d  simulated client ops %d  faults injected %d (crashes %d)  payloads spilled %d  violations %d in %d runs\n",
+		summary.Runs, summary.ClientOps, summary.FaultsInjected, summary.Crashes, summary.Spills, summary.Violations, summary.FailedRuns)
 	fmt.Printf("simulated time %.0fs  wall time %v  (simulator %v, checker %v summed over %d workers)  %.0f client ops per simulator-second\n",
 		float64(summary.SimMs)/1000, summary.Wall.Round(time.Millisecond), summary.RunWall.Round(time.Millisecond),
 		summary.CheckWall.Round(time.Millisecond), max(parallel, 1), float64(summary.ClientOps)/summary.RunWall.Seconds())
