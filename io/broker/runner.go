@@ -2,6 +2,7 @@ package broker
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -406,11 +407,18 @@ func (r *runner) maybeSnapshot() {
 	if !logstore.ShouldSnapshotAfter(r.b.cfg.SnapshotEntriesMin, r.entriesSinceSnapshot, r.p.Live()) {
 		return
 	}
-	keepBlobsFrom, _ := r.p.LowestStoredFile() // 0 when no body is stored
+	keepBlobsFrom, stored := r.p.LowestStoredFile() // 0 when no body is stored
 	if err := r.committer.SaveSnapshot(r.p.LastIndex(), r.p.Snapshot(), keepBlobsFrom); err != nil {
 		r.b.log.Error("snapshot failed; the log keeps growing until the next try", "queue", r.id.String(), "err", err)
 		return
 	}
+	// The snapshot removes the blob files below keepBlobsFrom (all covered
+	// ones when nothing is stored): let go of our handles on them, which
+	// would keep their blocks allocated.
+	if !stored {
+		keepBlobsFrom = math.MaxUint64
+	}
+	r.payloads.Forget(keepBlobsFrom)
 	r.entriesSinceSnapshot = 0
 }
 
