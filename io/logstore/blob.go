@@ -370,9 +370,14 @@ func (l *Log) openBlobs(onDisk []blobOnDisk, uses []blobUse, snapshotIndex, keep
 		use, ok := used[file.id]
 		if !ok {
 			// Only the snapshot's stored bodies refer to it: covered by the
-			// snapshot, like every record that wrote into it.
-			assertTrue(len(uses) == 0 || file.id < uses[0].id, "files only the snapshot needs come before the entries' files")
-			l.blobFiles = append(l.blobFiles, blobFile{id: file.id, sizeBytes: file.sizeBytes, maxRefIndex: snapshotIndex})
+			// snapshot, like every record that wrote into it. (Such files
+			// come before the entries' files; a directory that says
+			// otherwise still keeps references growing with the id.)
+			maxRef := snapshotIndex
+			if n := len(l.blobFiles); n > 0 {
+				maxRef = max(maxRef, l.blobFiles[n-1].maxRefIndex)
+			}
+			l.blobFiles = append(l.blobFiles, blobFile{id: file.id, sizeBytes: file.sizeBytes, maxRefIndex: maxRef})
 			continue
 		}
 		l.blobFiles = append(l.blobFiles, blobFile{id: file.id, sizeBytes: int64(use.endBytes), maxRefIndex: use.maxRefIndex})
