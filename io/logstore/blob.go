@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -290,12 +291,9 @@ func (r *blobReader) check(ref blobRef) (CutReason, error) {
 		return CutBlobMissing, nil
 	}
 	if r.cached != ref.fileID {
-		r.cached, r.data = 0, nil // let the previous file go before reading the next
-		data, err := os.ReadFile(filepath.Join(r.dir, blobName(ref.fileID)))
-		if err != nil {
+		if err := r.load(ref.fileID); err != nil {
 			return CutNone, err
 		}
-		r.cached, r.data = ref.fileID, data
 	}
 	if ref.offsetBytes > uint64(len(r.data)) || ref.endBytes() > uint64(len(r.data)) {
 		return CutBlobShort, nil
@@ -304,6 +302,33 @@ func (r *blobReader) check(ref blobRef) (CutReason, error) {
 		return CutBlobChecksum, nil
 	}
 	return CutNone, nil
+}
+
+// load reads blob file id into data, reusing the buffer of the previous
+// file: a fresh 64 MiB buffer per file costs ~16,000 page faults (about
+// 0.2 s each file on our VM), more than reading it.
+func (r *blobReader) load(id uint64) error {
+	r.cached = 0
+	f, err := os.Open(filepath.Join(r.dir, blobName(id)))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := int(info.Size())
+	if cap(r.data) < size {
+		r.data = nil // let the smaller buffer go before the larger one
+		r.data = make([]byte, size)
+	}
+	r.data = r.data[:size]
+	if _, err := io.ReadFull(f, r.data); err != nil {
+		return err
+	}
+	r.cached = id
+	return nil
 }
 
 // refFollows says whether ref comes after every reference noted so far, as
