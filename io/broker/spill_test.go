@@ -9,6 +9,14 @@ import (
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
+// waitFor polls cond for up to 5 s: the spill and the resident count follow
+// durability reports on the runner goroutine. The caller checks afterwards.
+func waitFor(cond func() bool) {
+	for deadline := time.Now().Add(5 * time.Second); !cond() && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // spillPayload is big enough for a blob file (logstore stores payloads of
 // 256 bytes and more outside tidwall) and says which message it is.
 func spillPayload(i int) []byte {
@@ -30,10 +38,7 @@ func TestPayloadsOverTheBudgetAreReadBack(t *testing.T) {
 		}
 	}
 	// The spill follows the durability report on the runner goroutine.
-	deadline := time.Now().Add(5 * time.Second)
-	for b.metrics.payloadsSpilled.Load() < messages && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(func() bool { return b.metrics.payloadsSpilled.Load() >= messages })
 	if got := b.metrics.payloadsSpilled.Load(); got != messages {
 		t.Fatalf("%d payloads spilled, want %d", got, messages)
 	}
@@ -84,10 +89,7 @@ func TestBudgetKeepsTheHeadInMemory(t *testing.T) {
 		id := p.request(wire.OpPublish, &wire.Publish{Topic: "q", RequireConfirm: true, Payload: spillPayload(i)})
 		p.reply(id)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for b.metrics.payloadsSpilled.Load() < 45 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(func() bool { return b.metrics.payloadsSpilled.Load() >= 45 })
 	spilled, resident := b.metrics.payloadsSpilled.Load(), b.metrics.residentPayloadBytes.Load()
 	if spilled < 45 || spilled > 55 || resident > 100*710 {
 		t.Fatalf("spilled %d payloads, %d bytes resident; want about 50 spilled and at most %d resident", spilled, resident, 100*710)
@@ -103,10 +105,7 @@ func TestBudgetKeepsTheHeadInMemory(t *testing.T) {
 	if reads := b.metrics.payloadsRead.Load(); reads != spilled {
 		t.Fatalf("%d reads for %d spilled payloads", reads, spilled)
 	}
-	deadline = time.Now().Add(5 * time.Second)
-	for b.metrics.residentPayloadBytes.Load() != 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(func() bool { return b.metrics.residentPayloadBytes.Load() == 0 })
 	if got := b.metrics.residentPayloadBytes.Load(); got != 0 {
 		t.Fatalf("%d bytes resident after every message was acked", got)
 	}
@@ -126,10 +125,7 @@ func TestStoredPayloadIsDeadLetteredWhole(t *testing.T) {
 	want := spillPayload(7)
 	id = p.request(wire.OpPublish, &wire.Publish{Topic: "work", RequireConfirm: true, Payload: want})
 	p.reply(id)
-	deadline := time.Now().Add(5 * time.Second)
-	for b.metrics.payloadsSpilled.Load() < 1 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(func() bool { return b.metrics.payloadsSpilled.Load() >= 1 })
 	if b.metrics.payloadsSpilled.Load() != 1 {
 		t.Fatal("the payload was not spilled")
 	}
