@@ -104,3 +104,15 @@ func (in *Unsubscribe) nowMs() int64    { return in.NowMs }
 func (in *Ack) nowMs() int64            { return in.NowMs }
 func (in *Nack) nowMs() int64           { return in.NowMs }
 func (in *DeadLetterDone) nowMs() int64 { return in.NowMs }
+
+// PauseSubscription stops (Paused) or restarts new deliveries to a
+// subscription while its session has no transport (PROTOCOL 7.7: "new
+// deliveries wait for a transport"). Its unsettled deliveries stay leased.
+type PauseSubscription struct {
+	NowMs  int64
+	Ref    uint64
+	SubID  uint64
+	Paused bool
+}
+
+func (in *PauseSubscription) nowMs() int64 { return in.NowMs }

@@ -1,0 +1,61 @@
+package node
+
+import (
+	"fmt"
+
+	"github.com/fibril-go/fibril/core"
+)
+
+// ConnID names one transport connection. The driver mints it, never reuses
+// it within a process, and never uses 0.
+type ConnID uint64
+
+// SessionID names one Session machine. The Node mints it from its log-derived
+// counter, so it never repeats across restarts either; 0 is never used.
+type SessionID uint64
+
+// AddrKind says which kind of machine an Address names. Append-only.
+type AddrKind uint8
+
+const (
+	AddrNode      AddrKind = 1
+	AddrSession   AddrKind = 2
+	AddrPartition AddrKind = 3
+)
+
+// Address names one machine of a broker.
+type Address struct {
+	Kind    AddrKind
+	Session SessionID    // AddrSession
+	Queue   core.QueueID // AddrPartition
+}
+
+// NodeAddr is the address of the broker's Node machine.
+func NodeAddr() Address { return Address{Kind: AddrNode} }
+
+// SessionAddr is the address of session id.
+func SessionAddr(id SessionID) Address { return Address{Kind: AddrSession, Session: id} }
+
+// PartitionAddr is the address of the Host of one queue partition.
+func PartitionAddr(q core.QueueID) Address { return Address{Kind: AddrPartition, Queue: q} }
+
+func (a Address) String() string {
+	switch a.Kind {
+	case AddrNode:
+		return "node"
+	case AddrSession:
+		return fmt.Sprintf("session/%d", a.Session)
+	case AddrPartition:
+		return "partition/" + a.Queue.String()
+	}
+	return fmt.Sprintf("address(%d)", a.Kind)
+}
+
+// Envelope is one message from one machine to another. The driver delivers
+// it as the receiver's Deliver input (FIFO per (From, To) pair), or hands it
+// back to From as Bounced when To does not exist.
+type Envelope struct {
+	From Address
+	To   Address
+	Msg  Message
+}

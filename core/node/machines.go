@@ -1,0 +1,45 @@
+package node
+
+import "github.com/fibril-go/fibril/core"
+
+// The three machines' entry points. This file fixes their signatures, which
+// both drivers (io/broker, sim) code against; each machine's state and
+// handlers live in files of its own (node_*.go, session_*.go, host_*.go).
+
+// Node is the broker-wide machine: connection admission and handshakes, the
+// session directory, the catalogue, partition loading, identities and
+// session skeletons, and dead-letter routing. One per broker.
+//
+//	n, err := NewNode(cfg, recovered, entropy)
+//	rd := n.Step(in)
+//
+// recovered is the Node's log as storage gave it back (in index order,
+// possibly empty); entropy mints the owner id on first boot. A new Node
+// persists a boot record first: it issues no LoadRequest before that record
+// is durable, so every partition's TagFloor comes from a durable boot count.
+
+// Session is one client session (PROTOCOL 7.7). The driver creates it for a
+// Ready.Start and drops it after it sent SessionEnded (Ended reports true).
+
+// Host is one loaded queue partition: the core.Partition and everything the
+// driver must not decide about it (reply and delivery routing, dead-letter
+// forwarding and its retries, when to snapshot, which payloads to spill).
+// The driver creates it for a LoadRequest, from the partition recovered
+// from storage.
+
+var (
+	_ interface {
+		Step(Input) *Ready
+		CheckInvariants() error
+	} = (*Node)(nil)
+	_ interface {
+		Step(Input) *Ready
+		CheckInvariants() error
+		Ended() bool
+	} = (*Session)(nil)
+	_ interface {
+		Step(Input) *Ready
+		CheckInvariants() error
+		Partition() *core.Partition
+	} = (*Host)(nil)
+)

@@ -1,0 +1,92 @@
+package node
+
+import "github.com/fibril-go/fibril/core"
+
+// Ready is the batch of effects of one Step of any machine, in contract
+// order; a machine fills only the fields its kind uses. It and everything it
+// points to is valid until that machine's next Step: the driver copies what
+// it keeps (Sends bytes, Persist data).
+//
+//  1. Start, then Bind: create Session machines (NewSession) and route
+//     the named connections' frames to them from now on.
+//  2. Persist (Node records) or PersistEntries (Host entries): append in
+//     order after all earlier ones; report durability with Persisted.
+//  3. Sends, in order, each appended to its connection's outbox; then
+//     Close, each after what was queued for that connection before it.
+//  4. Out: deliver each envelope (FIFO per sender/receiver pair).
+//  5. Load, CheckPassword, Snapshot: jobs whose answers come back as
+//     LoadDone, AuthChecked and SnapshotDone.
+//  6. WakeMs: send a Tick no later than this (0 = nothing scheduled).
+type Ready struct {
+	Start          []SessionInit
+	Bind           []Binding
+	Persist        []Record
+	PersistEntries []core.Entry
+	Sends          []Send
+	Close          []ConnID
+	Out            []Envelope
+	Load           []LoadRequest
+	CheckPassword  []PasswordCheck
+	Snapshot       *SnapshotRequest
+	// ResidentBytes (Host): the partition's resident payload bytes after
+	// this step, for the broker-wide spill budget (Persisted.ResidentTotalBytes).
+	ResidentBytes int64
+	// Settled (Host): durable final outcomes, for metrics.
+	Settled []core.Settlement
+	WakeMs  int64
+}
+
+// SessionInit is everything a new Session machine starts from.
+type SessionInit struct {
+	ID       SessionID
+	ClientID [16]byte
+	Token    [16]byte
+	OwnerID  [16]byte
+}
+
+// Binding routes a connection's frames to a session from now on.
+type Binding struct {
+	Conn    ConnID
+	Session SessionID
+}
+
+// Record is one entry of the Node's own log (catalogue, identities,
+// skeletons), encoded by this package; storage frames and checksums it.
+type Record struct {
+	Index uint64
+	Data  []byte
+}
+
+// Send is bytes (whole encoded frames) to append to a connection's outbox.
+type Send struct {
+	Conn  ConnID
+	Bytes []byte
+}
+
+// LoadRequest asks the driver to open a partition's storage, recover it and
+// start its Host (NewHost with this config and Settings), then answer
+// LoadDone.
+type LoadRequest struct {
+	Queue    core.QueueID
+	Config   core.Config // TagFloor and Epoch filled in by the Node
+	Settings DeclareSettings
+}
+
+// PasswordCheck asks the driver to check a password against its user store
+// (argon2id: a CPU job kept off the machine's step) and answer AuthChecked.
+type PasswordCheck struct {
+	Token    uint64
+	Username string
+	Password string
+}
+
+// SnapshotRequest asks storage to write Data as the snapshot at Index once
+// every entry up to Index is durable (it may be ahead of the durable index:
+// snapshots are taken under load), keeping the blob files from
+// KeepBlobsFrom on (0: keep none a snapshot covers), and to answer
+// SnapshotDone.
+type SnapshotRequest struct {
+	Index         uint64
+	Data          []byte
+	KeepBlobsFrom uint64
+}
