@@ -9,4 +9,3 @@ func NewNode(cfg Config, recovered []Record, entropy [32]byte) (*Node, error) {
 }
 func (n *Node) Step(in Input) *Ready   { panic("node: not implemented yet") }
 func (n *Node) CheckInvariants() error { return nil }
-

@@ -8,4 +8,3 @@ func NewSession(cfg Config, init SessionInit) *Session { panic("node: not implem
 func (s *Session) Step(in Input) *Ready                { panic("node: not implemented yet") }
 func (s *Session) CheckInvariants() error              { return nil }
 func (s *Session) Ended() bool                         { return false }
-
