@@ -1,0 +1,36 @@
+// Package mutant holds the switches that turn on deliberately broken
+// variants of production code, so that tests can show that the simulator
+// sweep and the power-loss loop catch each one (a check that cannot fail
+// proves nothing). Active is empty in every real run: the simulator's
+// mutant tests set it for one run at a time, and a `fibril` binary built
+// with the fibril_mutants tag reads it from FIBRIL_MUTANT (cmd/fibril).
+//
+// Each name is a constant below; the code it breaks says so beside the
+// check, as `if mutant.On(mutant.X) { ... }`.
+package mutant
+
+// Active names the one broken variant in force, or "" for none. It is set
+// before a run starts and never changed during one.
+var Active string
+
+// On reports whether the named variant is in force.
+func On(name string) bool { return Active != "" && Active == name }
+
+// The broken variants. Append-only; each says what it breaks.
+const (
+	// DurableOnSubmit: storage reports entries durable when they are
+	// submitted, not after their fsync returns.
+	DurableOnSubmit = "durable-on-submit"
+	// NoBlobDatasync: blob payload files are never fdatasynced.
+	NoBlobDatasync = "no-blob-datasync"
+	// NoDirSync: the directory entry of a new segment or blob file is never
+	// fsynced.
+	NoDirSync = "no-dir-sync"
+	// SkipCRC: recovery accepts records without checking their CRC.
+	SkipCRC = "skip-crc"
+	// AcceptTornTail: recovery keeps a torn last record instead of cutting it.
+	AcceptTornTail = "accept-torn-tail"
+	// EarlyGraceRequeue: a dormant session's grace expires at a tenth of
+	// its length, requeueing deliveries a resuming client may still settle.
+	EarlyGraceRequeue = "early-grace-requeue"
+)
