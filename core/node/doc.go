@@ -42,8 +42,9 @@
 // sends. A machine's Ready.Frames are appended to the connection's outbox in
 // order; Ready.Close asks the driver to close a connection after flushing
 // what was queued before it. The driver reports a closed connection
-// (ConnClosed) to whichever machine the connection is bound to, and bytes
-// accepted by the socket (Written) so the session can bound its outbox.
+// (ConnClosed) to the Node (which counts connections for its admission
+// limit) and, when bound, to the bound session; and bytes accepted by the
+// socket (Written) to the bound session, so that it can bound its outbox.
 //
 // # Time
 //

@@ -19,7 +19,8 @@ import (
 //	AuthChecked          x
 //	Persisted     x              x
 //	LoadDone      x
-//	SnapshotDone                 x
+//	SnapshotDone  x              x
+//	Drain         x
 type Input interface{ nowMs() int64 }
 
 // Tick says time passed; drivers send it at Ready.WakeMs.
@@ -130,3 +131,14 @@ func (in *AuthChecked) nowMs() int64  { return in.NowMs }
 func (in *Persisted) nowMs() int64    { return in.NowMs }
 func (in *LoadDone) nowMs() int64     { return in.NowMs }
 func (in *SnapshotDone) nowMs() int64 { return in.NowMs }
+
+// Drain tells the Node the broker is going away (a planned shutdown): every
+// session with a transport is told (GOING_AWAY with GraceMs), and sessions
+// that lose their transport from now on end at once rather than go dormant.
+type Drain struct {
+	NowMs   int64
+	GraceMs int64
+	Message string
+}
+
+func (in *Drain) nowMs() int64 { return in.NowMs }

@@ -10,11 +10,12 @@ import "github.com/fibril-go/fibril/core"
 // session directory, the catalogue, partition loading, identities and
 // session skeletons, and dead-letter routing. One per broker.
 //
-//	n, err := NewNode(cfg, recovered, entropy)
+//	n, err := NewNode(cfg, snapshot, recovered, entropy)
 //	rd := n.Step(in)
 //
-// recovered is the Node's log as storage gave it back (in index order,
-// possibly empty); entropy mints the owner id on first boot. A new Node
+// snapshot (nil: none) and recovered are the Node's log as storage gave it
+// back: its newest snapshot (Ready.Snapshot) and the records after it, in
+// index order; entropy mints the owner id on first boot. A new Node
 // persists a boot record first: it issues no LoadRequest before that record
 // is durable, so every partition's TagFloor comes from a durable boot count.
 

@@ -80,7 +80,7 @@ type PasswordCheck struct {
 	Password string
 }
 
-// SnapshotRequest asks storage to write Data as the snapshot at Index once
+// SnapshotRequest (Host or Node) asks storage to write Data as the snapshot at Index once
 // every entry up to Index is durable (it may be ahead of the durable index:
 // snapshots are taken under load), keeping the blob files from
 // KeepBlobsFrom on (0: keep none a snapshot covers), and to answer

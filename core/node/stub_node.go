@@ -4,7 +4,7 @@ package node
 
 type Node struct{}
 
-func NewNode(cfg Config, recovered []Record, entropy [32]byte) (*Node, error) {
+func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) (*Node, error) {
 	panic("node: not implemented yet")
 }
 func (n *Node) Step(in Input) *Ready   { panic("node: not implemented yet") }
