@@ -125,3 +125,6 @@ func (p *Partition) SubscriptionPaused(subID uint64) (paused, ok bool) {
 	}
 	return sub.paused, true
 }
+
+// SubscriptionIDs lists the subscriptions, in increasing order (a copy).
+func (p *Partition) SubscriptionIDs() []uint64 { return append([]uint64(nil), p.subOrder...) }
