@@ -24,7 +24,7 @@ type hostHarness struct {
 	stored bool
 	// residentOthers is the other partitions' share of the broker-wide
 	// resident total; the driver adds this Host's last report to it.
-	residentOthers  int64
+	residentOthers   int64
 	residentThisLast int64
 
 	out       []Envelope
