@@ -536,7 +536,7 @@ func TestNodeSnapshotPlusSuffixRecoversTheSameState(t *testing.T) {
 	h := newNodeHarness(t, testNodeConfig())
 	_, sid, _, _ := h.hello(nil)
 	var snap *SnapshotRequest
-	for i := 0; snap == nil && i < 4*snapshotRecordsMin; i++ {
+	for i := 0; snap == nil && i < 4*h.cfg.NodeSnapshotRecordsMin; i++ {
 		e := h.deliver(SessionAddr(sid), &SkeletonChanged{Subs: []SkeletonSub{{Queue: qid("jobs", uint32(i%3)), Prefetch: uint32(i)}}})
 		snap = e.snapshot
 	}
