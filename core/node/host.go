@@ -55,6 +55,9 @@ type Host struct {
 	// Step: one envelope per subscription per step.
 	grouped map[uint64]int
 	carry   bool
+	// Inputs the Host feeds its partition, reused: the core keeps none.
+	inTick      core.Tick
+	inPersisted core.Persisted
 }
 
 // hostRefKind says who waits for a reply.
@@ -133,13 +136,15 @@ func (h *Host) Step(in Input) *Ready {
 	switch in := in.(type) {
 	case *Tick:
 		h.fireRetries()
-		h.stepCore(&core.Tick{NowMs: h.nowMs})
+		h.inTick = core.Tick{NowMs: h.nowMs}
+		h.stepCore(&h.inTick)
 	case *Deliver:
 		h.onDeliver(in.Envelope)
 	case *Bounced:
 		h.onBounced(in.Envelope)
 	case *Persisted:
-		h.stepCore(&core.Persisted{NowMs: h.nowMs, UpToIndex: in.UpToIndex})
+		h.inPersisted = core.Persisted{NowMs: h.nowMs, UpToIndex: in.UpToIndex}
+		h.stepCore(&h.inPersisted)
 		h.spill(in.Stored, in.ResidentTotalBytes)
 	case *SnapshotDone:
 		h.onSnapshotDone(in)
@@ -218,9 +223,21 @@ func (h *Host) routeDelivery(d *core.Delivery) {
 		batch.Items = append(batch.Items, *d)
 		return
 	}
-	// A fresh Items slice: the envelope owns it (the session keeps it).
+	// A fresh Items slice: the envelope owns it (the session keeps it). The
+	// envelope and its first item come in one allocation: most batches of a
+	// busy queue hold one delivery.
 	h.grouped[d.SubID] = len(h.rd.Out)
-	h.send(owner, &Deliveries{Queue: h.queue, SubID: d.SubID, Items: []core.Delivery{*d}})
+	batch := &deliveriesWithOne{}
+	batch.first[0] = *d
+	batch.Deliveries = Deliveries{Queue: h.queue, SubID: d.SubID, Items: batch.first[:1:1]}
+	h.send(owner, &batch.Deliveries)
+}
+
+// deliveriesWithOne is a Deliveries envelope allocated with room for its
+// first item.
+type deliveriesWithOne struct {
+	Deliveries
+	first [1]core.Delivery
 }
 
 func (h *Host) newRef(ref hostRef) uint64 {
