@@ -23,7 +23,7 @@ import (
 
 const (
 	// openWaitingMax bounds requests queued behind one partition's Open.
-	openWaitingMax = 4096
+	openWaitingMax   = 4096
 	msgPartitionGone = "broker-side failure (retry later): the queue partition is not loaded any more"
 	msgOpenBacklog   = "broker-side failure (retry later): too many requests wait for this queue partition to load"
 )
