@@ -1,8 +1,6 @@
 package node
 
 import (
-	"testing"
-
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/transport/wire"
 )
@@ -12,7 +10,7 @@ import (
 // invariants and the driver-visible rules: nothing sent to a closed
 // connection, nothing after the end but AttachRefused and Unsubscribe.
 type sessHarness struct {
-	t      testing.TB
+	t      sessT
 	cfg    Config
 	s      *Session
 	now    int64
@@ -22,6 +20,13 @@ type sessHarness struct {
 	out    []Envelope
 	checks []PasswordCheck
 	ended  bool
+}
+
+// sessT is what the harness needs of *testing.T, *testing.B and *rapid.T.
+type sessT interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
 }
 
 // sentFrame is one decoded frame the session sent.
@@ -41,7 +46,7 @@ func sessTestConfig() Config {
 	return cfg
 }
 
-func newSessHarness(t testing.TB, mod func(*Config)) *sessHarness {
+func newSessHarness(t sessT, mod func(*Config)) *sessHarness {
 	cfg := sessTestConfig()
 	if mod != nil {
 		mod(&cfg)
@@ -105,7 +110,7 @@ func isEndedEnvelope(m Message) bool {
 	return false
 }
 
-func decodeFrames(t testing.TB, b []byte) []sentFrame {
+func decodeFrames(t sessT, b []byte) []sentFrame {
 	t.Helper()
 	var out []sentFrame
 	for len(b) > 0 {
