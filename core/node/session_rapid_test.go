@@ -33,33 +33,48 @@ import (
 func TestSessionAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := newSessModel(t)
-		actions := map[string]func(*rapid.T){
-			"attach":     m.actAttach,
-			"close":      m.actClose,
-			"frame":      m.actFrame,
-			"staleFrame": m.actStaleFrame,
-			"authAnswer": m.actAuthAnswer,
-			"tick":       m.actTick,
-			"written":    m.actWritten,
-			"nodeStep":   m.actNodeStep,
-			"partStep":   m.actPartitionStep,
-			"deliver":    m.actDeliver,
-			"ghost":      m.actGhost,
-			"subEnded":   m.actSubEnded,
-			"shutdown":   m.actShutdown,
-			"lease":      m.actLeaseExpiry,
+		var actions map[string]func(*rapid.T)
+		bind := func() {
+			actions = map[string]func(*rapid.T){
+				"attach":     m.actAttach,
+				"close":      m.actClose,
+				"frame":      m.actFrame,
+				"staleFrame": m.actStaleFrame,
+				"authAnswer": m.actAuthAnswer,
+				"tick":       m.actTick,
+				"written":    m.actWritten,
+				"nodeStep":   m.actNodeStep,
+				"partStep":   m.actPartitionStep,
+				"deliver":    m.actDeliver,
+				"ghost":      m.actGhost,
+				"subEnded":   m.actSubEnded,
+				"shutdown":   m.actShutdown,
+				"lease":      m.actLeaseExpiry,
+			}
 		}
+		bind()
 		// Weighted: client frames and the partitions' work dominate, as in
 		// a real session; lifecycle events are rarer.
 		names := []string{"attach", "close", "frame", "frame", "frame", "frame", "frame", "staleFrame", "authAnswer", "authAnswer",
 			"tick", "tick", "written", "nodeStep", "nodeStep", "nodeStep", "partStep", "partStep", "partStep", "partStep",
 			"deliver", "deliver", "deliver", "ghost", "subEnded", "shutdown", "lease"}
-		steps := rapid.IntRange(200, 600).Draw(t, "steps")
+		steps := rapid.IntRange(300, 1200).Draw(t, "steps")
+		sessions := 1
 		for i := 0; i < steps; i++ {
 			actions[rapid.SampledFrom(names).Draw(t, "action")](t)
+			if m.h.ended {
+				// Check the ended session, then go on with a fresh one: most
+				// of a run is spent on live sessions.
+				m.finish(t)
+				m = newSessModel(t)
+				bind()
+				sessions++
+			}
 		}
 		m.finish(t)
+		sessionsRun += sessions
 	})
+	t.Logf("%d sessions, %d machine steps", sessionsRun, modelSteps)
 }
 
 var sessModelQueues = []core.QueueID{{Topic: "a"}, {Topic: "b", Group: "g"}}
@@ -126,6 +141,10 @@ func newSessModel(t *rapid.T) *sessModel {
 
 // step feeds one input and checks everything it produced.
 func (m *sessModel) step(in Input) {
+	modelSteps++
+	for token := range m.h.s.pending {
+		m.markUnannounceable(token)
+	}
 	m.h.step(in)
 	m.routeOut()
 	m.checkFrames()
@@ -429,7 +448,6 @@ func (m *sessModel) actPartitionStep(t *rapid.T) {
 		} else {
 			p.subs[in.SubID] = &modelSub{prefetch: max(in.Prefetch, 1), autoAck: in.AutoAck}
 			reply = core.Reply{Kind: core.ReplySubscribed}
-			m.markUnannounceable(req.Token)
 			// The partition dispatches in the step that subscribes: its
 			// deliveries may reach the session ahead of the answer.
 			if rapid.Bool().Draw(t, "deliverFirst") {
@@ -629,3 +647,5 @@ func (m *sessModel) drainPartition(q core.QueueID) {
 			Msg: &Response{Token: req.Token, Reply: reply}}})
 	}
 }
+
+var sessionsRun, modelSteps int
