@@ -111,6 +111,7 @@ type Session struct {
 	sendConn  ConnID
 	sendStart int
 	deliverM  wire.Deliver
+	publishOk wire.PublishOk
 	headers   wire.Headers
 }
 

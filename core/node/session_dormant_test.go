@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -292,5 +293,39 @@ func TestSessionReconcileRestoreAnswersAfterEveryRestore(t *testing.T) {
 	}
 	if sk == nil || len(sk.Subs) != 1 || sk.Subs[0].Queue != qa {
 		t.Fatalf("skeleton after reconcile: %+v", sk)
+	}
+}
+
+// graceEndsAfterMs drops an authenticated session's connection and ticks
+// in 100 ms steps until it ends; it returns how long it stayed dormant.
+func graceEndsAfterMs(t *testing.T) int64 {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	h.subscribe(1, qOrders, 1, false)
+	h.connClosed(1)
+	lostAtMs := h.now
+	for !h.ended {
+		if h.now-lostAtMs > 10*h.cfg.ReconnectGraceMs {
+			t.Fatal("the grace never expired")
+		}
+		h.tick(100)
+	}
+	return h.now - lostAtMs
+}
+
+func TestSessionGraceLastsItsConfiguredLength(t *testing.T) {
+	if got, want := graceEndsAfterMs(t), sessTestConfig().ReconnectGraceMs; got != want {
+		t.Fatalf("dormant for %d ms, the grace is %d ms", got, want)
+	}
+}
+
+// TestSessionMutantEarlyGraceRequeueIsCaught shows the grace tests can
+// fail: with the grace at a tenth of its length, the session requeues a
+// resuming client's deliveries early.
+func TestSessionMutantEarlyGraceRequeueIsCaught(t *testing.T) {
+	mutant.Active = mutant.EarlyGraceRequeue
+	defer func() { mutant.Active = "" }()
+	if got, want := graceEndsAfterMs(t), sessTestConfig().ReconnectGraceMs; got >= want {
+		t.Fatalf("under %s the session still stayed dormant %d ms", mutant.EarlyGraceRequeue, got)
 	}
 }

@@ -94,6 +94,8 @@ type sessModel struct {
 	announced map[uint64]bool
 	opened    map[core.QueueID]bool
 	nextTag   uint64
+	// lostAtMs: when the session last lost its transport (0: attached).
+	lostAtMs int64
 }
 
 type modelConn struct {
@@ -145,7 +147,14 @@ func (m *sessModel) step(in Input) {
 	for token := range m.h.s.pending {
 		m.markUnannounceable(token)
 	}
+	wasDormant, wasAttached := m.h.s.dormant, m.h.s.conn != 0
 	m.h.step(in)
+	if wasAttached && m.h.s.dormant {
+		m.lostAtMs = m.h.now
+	}
+	if wasDormant && m.h.ended && m.h.now < m.lostAtMs+m.h.cfg.ReconnectGraceMs {
+		m.t.Fatalf("a dormant session ended %d ms into a %d ms grace", m.h.now-m.lostAtMs, m.h.cfg.ReconnectGraceMs)
+	}
 	m.routeOut()
 	m.checkFrames()
 	m.checkDormantPaused()
