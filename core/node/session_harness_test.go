@@ -16,7 +16,7 @@ type sessHarness struct {
 	now    int64
 	reqID  uint64
 	closed map[ConnID]bool
-	sent   map[ConnID][]sentFrame
+	sent   map[ConnID][]sessFrame
 	out    []Envelope
 	checks []PasswordCheck
 	ended  bool
@@ -29,8 +29,8 @@ type sessT interface {
 	Fatalf(format string, args ...any)
 }
 
-// sentFrame is one decoded frame the session sent.
-type sentFrame struct {
+// sessFrame is one decoded frame the session sent.
+type sessFrame struct {
 	hdr  wire.Header
 	body wire.Body
 }
@@ -56,7 +56,7 @@ func newSessHarness(t sessT, mod func(*Config)) *sessHarness {
 	}
 	init := SessionInit{ID: sessTestID, ClientID: [16]byte{1}, Token: [16]byte{2}, OwnerID: [16]byte{3}}
 	return &sessHarness{t: t, cfg: cfg, s: NewSession(cfg, init), now: 1_000_000,
-		closed: map[ConnID]bool{}, sent: map[ConnID][]sentFrame{}}
+		closed: map[ConnID]bool{}, sent: map[ConnID][]sessFrame{}}
 }
 
 // step feeds one input and records its effects.
@@ -110,9 +110,9 @@ func isEndedEnvelope(m Message) bool {
 	return false
 }
 
-func decodeFrames(t sessT, b []byte) []sentFrame {
+func decodeFrames(t sessT, b []byte) []sessFrame {
 	t.Helper()
-	var out []sentFrame
+	var out []sessFrame
 	for len(b) > 0 {
 		hdr, err := wire.DecodeHeader(b)
 		if err != nil {
@@ -123,7 +123,7 @@ func decodeFrames(t sessT, b []byte) []sentFrame {
 		if err != nil {
 			t.Fatalf("session sent an undecodable %s: %v", hdr.Opcode, err)
 		}
-		out = append(out, sentFrame{hdr: hdr, body: body})
+		out = append(out, sessFrame{hdr: hdr, body: body})
 		b = b[end:]
 	}
 	return out
@@ -192,14 +192,14 @@ func (h *sessHarness) ready(conn ConnID) {
 
 // ---- effects
 
-func (h *sessHarness) takeFrames(conn ConnID) []sentFrame {
+func (h *sessHarness) takeFrames(conn ConnID) []sessFrame {
 	f := h.sent[conn]
 	h.sent[conn] = nil
 	return f
 }
 
 // expect takes the next frame sent to conn and checks its opcode.
-func (h *sessHarness) expect(conn ConnID, op wire.Opcode) sentFrame {
+func (h *sessHarness) expect(conn ConnID, op wire.Opcode) sessFrame {
 	h.t.Helper()
 	fs := h.sent[conn]
 	if len(fs) == 0 {

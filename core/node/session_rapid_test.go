@@ -200,7 +200,7 @@ func (m *sessModel) checkFrames() {
 	}
 }
 
-func (m *sessModel) checkFrame(c *modelConn, f sentFrame) {
+func (m *sessModel) checkFrame(c *modelConn, f sessFrame) {
 	op := f.hdr.Opcode
 	switch op {
 	case wire.OpDeliver, wire.OpPing, wire.OpSubscriptionClosed, wire.OpGoingAway:
