@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
 )
 
 // The Host machine: one loaded queue partition and everything the driver
@@ -322,6 +323,9 @@ func (h *Host) onBounced(env Envelope) {
 		// registered as ghosts: every lease expiry would burn a retry until
 		// the message is dead-lettered unseen. End them all now, which
 		// requeues what they held.
+		if mutant.On(mutant.GhostSubscription) {
+			return // broken on purpose: the ghost stays
+		}
 		h.dropSessionSubs(env.To)
 	case *DeadLetterOut:
 		h.onDeadLetterFailed(msg.Offset)

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
 )
 
 // The Host's policies: dead-letter forwarding with retry, the spill of
@@ -83,6 +84,12 @@ func (h *Host) onDeadLetterFailed(offset uint64) {
 	c := h.dlq[offset]
 	if c == nil || c.state != copySent {
 		return // already stored, or already waiting for its retry
+	}
+	if mutant.On(mutant.DeadLetterGiveUp) {
+		delete(h.dlq, offset) // broken on purpose: the source stays pending
+		h.dlqActive--
+		h.pumpDeadLetters()
+		return
 	}
 	if c.backoffMs == 0 {
 		c.backoffMs = h.cfg.DeadLetterRetryMinMs
@@ -165,6 +172,9 @@ func (h *Host) maybeSnapshot() {
 	last := h.p.LastIndex()
 	if h.snapshotInflight != 0 || last <= h.loadIndex {
 		return
+	}
+	if mutant.On(mutant.SnapshotOnlyWhenQuiescent) && h.p.DurableIndex() != last {
+		return // broken on purpose: under sustained load it never snapshots
 	}
 	threshold := max(h.cfg.SnapshotEntriesMin, hostSnapshotLiveFactor*h.p.Live())
 	if last-h.snapshotBase <= uint64(threshold) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/fibril-go/fibril/mutant"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -106,6 +107,9 @@ func (n *Node) expireHandshakes() {
 	for len(n.deadlines) > 0 && n.deadlines[0].atMs <= n.nowMs {
 		d := n.deadlines[0]
 		n.deadlines = n.deadlines[1:]
+		if mutant.On(mutant.NoHandshakeTimeout) {
+			continue // broken on purpose: a stalled peer holds its connection forever
+		}
 		if c := n.conns[d.conn]; c != nil && c.phase == connHandshaking {
 			n.closeConn(c)
 		}
