@@ -399,11 +399,11 @@ func (n *Node) onSnapshotDone(in *SnapshotDone) {
 		return // not ours, or already answered
 	}
 	n.snapshotInflight = 0
-	if in.Err == nil {
-		assertHold(in.Index > n.snapshotBase, "snapshots only move forward")
-		n.snapshotBase = in.Index
-	}
-	// On an error the next step asks again: the log keeps every record.
+	// On an error too the count starts again from this index: the log keeps
+	// every record, and the next try comes after as many records again
+	// rather than at every step.
+	assertHold(in.Index > n.snapshotBase, "snapshots only move forward")
+	n.snapshotBase = in.Index
 }
 
 // LogState encodes the state the Node's records built (durable or not),

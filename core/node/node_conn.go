@@ -145,13 +145,14 @@ func (n *Node) onFrame(in *Frame) {
 	if c == nil || c.phase == connClosing {
 		return // closed, or closing: what it still sends is dropped
 	}
-	assertHold(c.phase != connBound, "a bound connection's frames go to its session")
 	hdr := in.Header
 	switch {
 	case in.Err != nil:
 		n.refuse(c, wire.OpError, hdr.RequestID, wire.CodeInvalid, "malformed frame: "+in.Err.Error())
 		return
-	case c.phase == connHelloHeld:
+	case c.phase == connHelloHeld || c.phase == connBound:
+		// A frame read before the driver applied our Bind: the peer sent it
+		// before HELLO_OK, which no compliant client does.
 		// Clients wait for HELLO_OK before their next frame (PROTOCOL 3.1).
 		n.refuse(c, wire.OpError, hdr.RequestID, wire.CodeInvalid, "request before HELLO_OK: the handshake is synchronous")
 		return

@@ -591,3 +591,26 @@ func TestNodeRefusesToStartFromACorruptRecord(t *testing.T) {
 		t.Fatalf("a corrupt snapshot: %v", err)
 	}
 }
+
+func TestNodeAFrameBeforeHelloOkIsRefused(t *testing.T) {
+	h := newNodeHarness(t, testNodeConfig())
+	// Bound: the driver read it before it applied the Bind.
+	id, _, _, _ := h.hello(nil)
+	e := h.step(&Frame{NowMs: h.now, Conn: id, Header: wire.Header{Opcode: wire.OpAuth, RequestID: 2}})
+	if f := decodeSends(t, e.sends); len(f) != 1 || f[0].body.Code != wire.CodeInvalid || len(e.close) != 1 {
+		t.Fatalf("a frame before HELLO_OK on a bound connection: %+v, close %v", f, e.close)
+	}
+	// Held: the HELLO waits for the boot record.
+	h.restart(2)
+	h.autoPersist = false
+	h.tick(0)
+	id = h.open()
+	h.step(helloFrame(h.now, id, 1, nil))
+	e = h.step(&Frame{NowMs: h.now, Conn: id, Header: wire.Header{Opcode: wire.OpAuth, RequestID: 2}})
+	if len(e.close) != 1 || h.n.heldHellos != 0 {
+		t.Fatalf("a frame before HELLO_OK on a held connection: close %v, %d held", e.close, h.n.heldHellos)
+	}
+	if e := h.persist(); len(e.start) != 0 {
+		t.Fatal("a refused connection's HELLO was answered")
+	}
+}
