@@ -113,9 +113,14 @@ func NewHost(cfg Config, p *core.Partition, req LoadRequest) *Host {
 		subs: map[uint64]Address{}, refs: map[uint64]hostRef{}, dlq: map[uint64]*deadLetterCopy{},
 		grouped: map[uint64]int{}, loadIndex: p.LastIndex(), carry: true,
 	}
+	// The catalogue is the truth for settings: a declare made while this
+	// partition was not loaded, or whose Declare entry a crash lost, is
+	// applied before any request.
 	if in := declareInput(req.Settings, p.Settings()); in != nil {
 		h.stepCore(in)
 	}
+	// NowMs 0: the core keeps the largest time seen, so this Tick moves no
+	// clock; it only makes recovery emit its pending dead-letter copies.
 	h.stepCore(&core.Tick{})
 	h.finishStep()
 	return h
@@ -156,6 +161,9 @@ func (h *Host) Step(in Input) *Ready {
 	return &h.rd
 }
 
+// finishStep ends every Step (and NewHost): the snapshot policy, the
+// resident bytes for the broker-wide budget, and the wake-up, the earlier of
+// the core's and the next dead-letter retry.
 func (h *Host) finishStep() {
 	h.maybeSnapshot()
 	h.residentReported = h.p.ResidentPayloadBytes()
@@ -167,18 +175,23 @@ func (h *Host) finishStep() {
 	clear(h.grouped)
 }
 
+// resetReady empties the Ready for the next step, keeping backing arrays.
 func (h *Host) resetReady() {
 	clear(h.rd.PersistEntries) // drop references to bodies
 	clear(h.rd.Out)
 	h.rd = Ready{PersistEntries: h.rd.PersistEntries[:0], Out: h.rd.Out[:0], Settled: h.rd.Settled[:0]}
 }
 
+// send appends an envelope from this partition.
 func (h *Host) send(to Address, msg Message) {
 	h.rd.Out = append(h.rd.Out, Envelope{From: PartitionAddr(h.queue), To: to, Msg: msg})
 }
 
 // stepCore steps the partition once and routes every effect.
 func (h *Host) stepCore(in core.Input) {
+	// The core's Ready is reused by its next Step: copy out what the
+	// Host's Ready carries (entries by value; bodies are shared, never
+	// mutated).
 	rd := h.p.Step(in)
 	h.rd.PersistEntries = append(h.rd.PersistEntries, rd.Persist...)
 	for i := range rd.Replies {
@@ -196,6 +209,8 @@ func (h *Host) stepCore(in core.Input) {
 	h.coreWakeMs = rd.NextWakeMs
 }
 
+// routeReply answers whoever waits for r: a session (Response with its
+// Token) or the source of a dead-letter copy stored here.
 func (h *Host) routeReply(r *core.Reply) {
 	ref, ok := h.refs[r.Ref]
 	if !ok {
@@ -217,6 +232,8 @@ func (h *Host) routeReply(r *core.Reply) {
 
 // routeDelivery adds d to its subscription's envelope of this step.
 func (h *Host) routeDelivery(d *core.Delivery) {
+	// subs holds every core subscription (registered before its Subscribe
+	// step), so a delivery always has an owner.
 	owner, ok := h.subs[d.SubID]
 	assertHold(ok, "the core delivers only to registered subscriptions")
 	if i, ok := h.grouped[d.SubID]; ok {
@@ -241,12 +258,16 @@ type deliveriesWithOne struct {
 	first [1]core.Delivery
 }
 
+// newRef files who waits under a fresh Ref. Refs are the Host's own, so a
+// session's tokens never reach the core and two sessions' tokens never clash.
 func (h *Host) newRef(ref hostRef) uint64 {
 	h.nextRef++
 	h.refs[h.nextRef] = ref
 	return h.nextRef
 }
 
+// onDeliver dispatches an envelope from a session, the Node or another
+// partition. The set is closed: anything else is a bug.
 func (h *Host) onDeliver(env Envelope) {
 	switch msg := env.Msg.(type) {
 	case *Request:
@@ -271,6 +292,7 @@ func (h *Host) onDeliver(env Envelope) {
 // ours, and steps the core with it.
 func (h *Host) onRequest(from Address, req *Request) {
 	assertHold(from.Kind == AddrSession, "requests come from sessions")
+	// Token 0: the session wants no answer, not even an error, so no Ref.
 	var ref uint64
 	deferred := false
 	if req.Token != 0 {
@@ -337,6 +359,7 @@ func (h *Host) onBounced(env Envelope) {
 	}
 }
 
+// dropSessionSubs ends every subscription owner holds, in SubID order.
 func (h *Host) dropSessionSubs(owner Address) {
 	var ids []uint64
 	for id, a := range h.subs {

@@ -53,6 +53,8 @@ func (h *Host) pumpDeadLetters() {
 	}
 }
 
+// sendDeadLetter hands a copy to the Node for routing. The body is the
+// core's copy (headers added, payload shared): no payload is duplicated.
 func (h *Host) sendDeadLetter(c *deadLetterCopy) {
 	c.state = copySent
 	c.attempts++
@@ -185,6 +187,7 @@ func (h *Host) maybeSnapshot() {
 	h.rd.Snapshot = &SnapshotRequest{Index: last, Data: h.p.Snapshot(), KeepBlobsFrom: keepBlobsFrom}
 }
 
+// onSnapshotDone: storage wrote (or failed to write) the snapshot.
 func (h *Host) onSnapshotDone(in *SnapshotDone) {
 	if in.Index != h.snapshotInflight || h.snapshotInflight == 0 {
 		return // not ours, or answered already

@@ -156,6 +156,9 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 	if len(state.skeletons) > 0 {
 		n.skeletonSweepAtMs = 1 // the first step drops those past the TTL
 	}
+	// The owner id is minted once, on the first boot, and carried by every
+	// boot record after: a resume identity from before a restart still
+	// names this broker (PROTOCOL 7.7).
 	owner := state.ownerID
 	if state.boot == 0 {
 		copy(owner[:], entropy[:16]) // first boot: mint the owner id
@@ -212,6 +215,8 @@ func checkApplicable(s *durableState, r *record) error {
 	return nil
 }
 
+// snapshotIndexOf is the index a snapshot covers (already decoded once by
+// recoverState, so it cannot fail here).
 func (n *Node) snapshotIndexOf(snapshot []byte) uint64 {
 	s, err := decodeSnapshot(snapshot)
 	assertHold(err == nil, "the snapshot decoded once already")
@@ -270,6 +275,8 @@ func (n *Node) Step(in Input) *Ready {
 	return &n.rd
 }
 
+// resetReady empties the Ready for the next step, keeping its backing
+// arrays (a busy Node steps for every frame of every handshake).
 func (n *Node) resetReady() {
 	clear(n.rd.Out) // drop references to bodies
 	n.rd = Ready{
@@ -278,6 +285,8 @@ func (n *Node) resetReady() {
 	}
 }
 
+// onDeliver dispatches an envelope from a session or a Host. The set is
+// closed: anything else is a driver or machine bug.
 func (n *Node) onDeliver(in *Deliver) {
 	from := in.Envelope.From
 	switch msg := in.Envelope.Msg.(type) {
@@ -315,6 +324,8 @@ func (n *Node) onBounced(in *Bounced) {
 	}
 }
 
+// send appends an envelope from the Node; the driver keeps FIFO order per
+// receiver, which the Opened and Declared answers rely on.
 func (n *Node) send(to Address, msg Message) {
 	n.rd.Out = append(n.rd.Out, Envelope{From: NodeAddr(), To: to, Msg: msg})
 }
@@ -343,8 +354,13 @@ func (n *Node) gate(g gatedAction) {
 	n.gated = append(n.gated, g)
 }
 
+// bootDurable says whether this process's boot record is durable: until it
+// is, no handshake is answered and no partition is loaded, so no delivery
+// tag of this boot can collide with one of a boot a crash forgot.
 func (n *Node) bootDurable() bool { return n.durableIndex >= n.bootIndex }
 
+// onPersisted moves the durable index and releases, in order, every gated
+// action whose record is now durable.
 func (n *Node) onPersisted(in *Persisted) {
 	assertHold(in.UpToIndex <= n.state.lastIndex, "storage cannot make durable what was never appended")
 	if in.UpToIndex <= n.durableIndex {
@@ -360,6 +376,7 @@ func (n *Node) onPersisted(in *Persisted) {
 	n.gated = n.gated[released:]
 }
 
+// release carries out one gated action.
 func (n *Node) release(g *gatedAction) {
 	switch g.kind {
 	case gatedBoot:
@@ -386,6 +403,8 @@ func (n *Node) maybeSnapshot() {
 	if n.snapshotInflight != 0 {
 		return
 	}
+	// The live state is one record per queue and skeleton, plus the boot
+	// record: that is what a snapshot replaces.
 	live := len(n.state.queues) + len(n.state.skeletons) + 1
 	if n.state.lastIndex-n.snapshotBase <= uint64(max(n.cfg.NodeSnapshotRecordsMin, snapshotLiveFactor*live)) {
 		return
@@ -394,6 +413,7 @@ func (n *Node) maybeSnapshot() {
 	n.rd.Snapshot = &SnapshotRequest{Index: n.state.lastIndex, Data: appendSnapshot(nil, &n.state)}
 }
 
+// onSnapshotDone: storage wrote (or failed to write) the snapshot asked for.
 func (n *Node) onSnapshotDone(in *SnapshotDone) {
 	if in.Index != n.snapshotInflight || n.snapshotInflight == 0 {
 		return // not ours, or already answered
