@@ -42,6 +42,9 @@ type Host struct {
 	dlqHead     int
 	dlqActive   int // copies on their way or waiting for a retry
 	dlqRetrying int
+	// dlqStoredWaiting counts listed offsets whose copy was stored before
+	// its turn (dlqWaiting skips them).
+	dlqStoredWaiting int
 
 	// Snapshot policy: the index the last snapshot covers (or the load
 	// point), and the one asked for (0 = none in flight).

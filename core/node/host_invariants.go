@@ -72,8 +72,8 @@ func (h *Host) checkDeadLetters() error {
 		return fmt.Errorf("copies: %d sent, %d retrying; counted %d active, %d retrying", sent, retrying, h.dlqActive, h.dlqRetrying)
 	case h.dlqActive > h.cfg.DeadLettersInflightMax:
 		return fmt.Errorf("%d copies on their way, limit %d", h.dlqActive, h.cfg.DeadLettersInflightMax)
-	case waiting != len(h.dlqWaiting)-h.dlqHead:
-		return fmt.Errorf("%d copies waiting, %d listed", waiting, len(h.dlqWaiting)-h.dlqHead)
+	case waiting+h.dlqStoredWaiting != len(h.dlqWaiting)-h.dlqHead:
+		return fmt.Errorf("%d copies waiting and %d stored, %d listed", waiting, h.dlqStoredWaiting, len(h.dlqWaiting)-h.dlqHead)
 	case waiting > 0 && h.dlqActive < h.cfg.DeadLettersInflightMax:
 		return fmt.Errorf("%d copies wait while %d of %d slots are taken", waiting, h.dlqActive, h.cfg.DeadLettersInflightMax)
 	}

@@ -41,7 +41,11 @@ func (h *Host) pumpDeadLetters() {
 		h.dlqWaiting[h.dlqHead] = 0
 		h.dlqHead++
 		c := h.dlq[offset]
-		assertHold(c != nil && c.state == copyWaiting, "a waiting copy is tracked until sent")
+		if c == nil {
+			h.dlqStoredWaiting--
+			continue // stored before its turn (an answer to an earlier attempt)
+		}
+		assertHold(c.state == copyWaiting, "a listed copy waits until sent")
 		h.dlqActive++
 		h.sendDeadLetter(c)
 	}
@@ -70,12 +74,18 @@ func (h *Host) onDeadLetterStored(offset uint64) {
 	}
 	v, live := h.p.Message(offset)
 	assertHold(live && v.State == core.MessagePendingDLQ, "a tracked copy's message is pending dead-lettering")
-	if c.state == copyRetrying {
+	switch c.state {
+	case copyRetrying:
 		h.dlqRetrying--
+		h.dlqActive--
+	case copySent:
+		h.dlqActive--
+	case copyWaiting:
+		// Stored by an attempt of before (a copy is stored at least once):
+		// it leaves the waiting list when its turn comes.
+		h.dlqStoredWaiting++
 	}
-	assertHold(c.state != copyWaiting, "a copy is answered only once sent")
 	delete(h.dlq, offset)
-	h.dlqActive--
 	h.stepCore(&core.DeadLetterDone{NowMs: h.nowMs, Offset: offset})
 	h.pumpDeadLetters()
 }

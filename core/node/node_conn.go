@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/mutant"
 	"github.com/fibril-go/fibril/transport/wire"
 )
@@ -366,8 +367,17 @@ func (n *Node) onSkeletonChanged(from Address, msg *SkeletonChanged) {
 		return
 	}
 	assertHold(len(msg.Subs) <= n.cfg.SubscriptionsPerSessionMax, "a skeleton is bounded by the session's subscriptions")
-	// The envelope's slice stays the session's: the record takes a copy.
-	sk := &skeleton{clientID: s.clientID, token: s.token, savedAtMs: n.nowMs, subs: slices.Clone(msg.Subs)}
+	// The envelope's slice stays the session's: the record takes a copy,
+	// with groups normalised as every stored name is ("default" is "").
+	subs := make([]SkeletonSub, 0, len(msg.Subs))
+	for _, sub := range msg.Subs {
+		sub.Queue.Group = core.NormalizeGroup(sub.Queue.Group)
+		if validQueueKey(queueKey{Topic: sub.Queue.Topic, Group: sub.Queue.Group}) != nil {
+			continue // never a valid subscription: nothing to restore
+		}
+		subs = append(subs, sub)
+	}
+	sk := &skeleton{clientID: s.clientID, token: s.token, savedAtMs: n.nowMs, subs: subs}
 	n.appendRecord(&record{kind: recordSkeleton, skeleton: sk})
 	if at := n.nowMs + n.cfg.ResumeRestartTTLMs; n.skeletonSweepAtMs == 0 || at < n.skeletonSweepAtMs {
 		n.skeletonSweepAtMs = at

@@ -249,6 +249,21 @@ func TestNodeSkeletonOlderThanTheTTLIsNotResumedAndIsDropped(t *testing.T) {
 	}
 }
 
+func TestNodeSkeletonNamesAreNormalised(t *testing.T) {
+	h := newNodeHarness(t, testNodeConfig())
+	_, sid, _, _ := h.hello(nil)
+	subs := []SkeletonSub{{Queue: core.QueueID{Topic: "jobs", Group: "default"}, Prefetch: 1}, {Queue: core.QueueID{Topic: "Bad"}}}
+	h.deliver(SessionAddr(sid), &SkeletonChanged{Subs: subs})
+	for _, sk := range h.n.state.skeletons {
+		if len(sk.subs) != 1 || sk.subs[0].Queue.Group != "" {
+			t.Fatalf("skeleton subs %+v", sk.subs)
+		}
+	}
+	if subs[0].Queue.Group != "default" {
+		t.Fatal("the session's slice was changed")
+	}
+}
+
 func TestNodeSkeletonsAreOffWithZeroTTL(t *testing.T) {
 	cfg := testNodeConfig()
 	cfg.ResumeRestartTTLMs = 0
