@@ -195,7 +195,10 @@ func (h *Host) stepCore(in core.Input) {
 	// The core's Ready is reused by its next Step: copy out what the
 	// Host's Ready carries (entries by value; bodies are shared, never
 	// mutated).
+	before := h.p.LastIndex()
 	rd := h.p.Step(in)
+	assertHold(len(rd.Persist) == 0 || rd.Persist[0].Index == before+1, "entries reach storage contiguously")
+	assertHold(h.p.LastIndex() == before+uint64(len(rd.Persist)), "every entry appended is handed to storage")
 	h.rd.PersistEntries = append(h.rd.PersistEntries, rd.Persist...)
 	for i := range rd.Replies {
 		h.routeReply(&rd.Replies[i])
@@ -224,6 +227,7 @@ func (h *Host) routeReply(r *core.Reply) {
 	case refSession:
 		h.send(ref.to, &Response{Token: ref.token, Reply: *r})
 	case refDeadLetter:
+		assertHold(ref.source != h.queue, "a queue never stores its own dead letters")
 		if r.Kind == core.ReplyPublished {
 			h.send(PartitionAddr(ref.source), &DeadLetterStored{Offset: ref.offset})
 		} else {
@@ -241,6 +245,7 @@ func (h *Host) routeDelivery(d *core.Delivery) {
 	assertHold(ok, "the core delivers only to registered subscriptions")
 	if i, ok := h.grouped[d.SubID]; ok {
 		batch := h.rd.Out[i].Msg.(*Deliveries)
+		assertHold(batch.SubID == d.SubID && h.rd.Out[i].To == owner, "a batch holds one subscription's deliveries")
 		batch.Items = append(batch.Items, *d)
 		return
 	}
@@ -264,6 +269,7 @@ type deliveriesWithOne struct {
 // newRef files who waits under a fresh Ref. Refs are the Host's own, so a
 // session's tokens never reach the core and two sessions' tokens never clash.
 func (h *Host) newRef(ref hostRef) uint64 {
+	assertHold(ref.kind == refSession || ref.kind == refDeadLetter, "a reference says who waits")
 	h.nextRef++
 	h.refs[h.nextRef] = ref
 	return h.nextRef

@@ -28,6 +28,8 @@ func (h *Host) enqueueDeadLetter(dl core.DeadLetter) {
 	if _, dup := h.dlq[dl.Offset]; dup {
 		return // already on its way
 	}
+	assertHold(dl.Body != nil, "a dead-letter copy carries its body")
+	assertHold(dl.Target != core.DLQTarget{Topic: h.queue.Topic, Group: h.queue.Group}, "a queue never dead-letters into itself")
 	c := &deadLetterCopy{letter: dl, state: copyWaiting}
 	h.dlq[dl.Offset] = c
 	h.dlqWaiting = append(h.dlqWaiting, dl.Offset)
@@ -60,6 +62,8 @@ func (h *Host) pumpDeadLetters() {
 // sendDeadLetter hands a copy to the Node for routing. The body is the
 // core's copy (headers added, payload shared): no payload is duplicated.
 func (h *Host) sendDeadLetter(c *deadLetterCopy) {
+	assertHold(c.state != copySent, "a copy has one attempt on its way at a time")
+	assertHold(h.dlqActive <= h.cfg.DeadLettersInflightMax, "copies on their way stay within their limit")
 	c.state = copySent
 	c.attempts++
 	h.send(NodeAddr(), &DeadLetterOut{Offset: c.letter.Offset, Target: c.letter.Target, Body: c.letter.Body})
@@ -125,8 +129,10 @@ func (h *Host) fireRetries() {
 	}
 	slices.Sort(due)
 	for _, offset := range due {
+		c := h.dlq[offset]
+		assertHold(c.state == copyRetrying, "only a retrying copy is due")
 		h.dlqRetrying--
-		h.sendDeadLetter(h.dlq[offset])
+		h.sendDeadLetter(c)
 	}
 }
 
@@ -156,6 +162,7 @@ func (h *Host) onStoreDeadLetter(msg *StoreDeadLetter) {
 	}
 	// The core stamps ReceivedMs on the body it takes: give it its own, so
 	// a copy sent twice never changes the first one's stamp.
+	assertHold(msg.Source != h.queue, "a queue never stores its own dead letters")
 	body := *msg.Body
 	ref := h.newRef(hostRef{kind: refDeadLetter, source: msg.Source, offset: msg.Offset})
 	h.stepCore(&core.Publish{NowMs: h.nowMs, Ref: ref, Confirm: true, Body: &body, System: true})
@@ -171,7 +178,9 @@ func (h *Host) spill(stored []StoredPayload, totalBytes int64) {
 		if total <= h.cfg.ResidentPayloadBytesMax {
 			return
 		}
-		total -= h.p.SpillBody(sp.Offset, sp.Ref)
+		freed := h.p.SpillBody(sp.Offset, sp.Ref)
+		assertHold(freed >= 0 && freed <= int64(sp.Ref.LengthBytes), "a spill gives back at most the payload's bytes")
+		total -= freed
 	}
 }
 
@@ -192,6 +201,7 @@ func (h *Host) maybeSnapshot() {
 	if last-h.snapshotBase <= uint64(threshold) {
 		return
 	}
+	assertHold(last > h.snapshotBase, "a snapshot covers entries the last one did not")
 	keepBlobsFrom, _ := h.p.LowestStoredFile() // 0 when no body is stored
 	h.snapshotInflight = last
 	h.rd.Snapshot = &SnapshotRequest{Index: last, Data: h.p.Snapshot(), KeepBlobsFrom: keepBlobsFrom}

@@ -405,6 +405,7 @@ func (n *Node) maybeSnapshot() {
 	}
 	// The live state is one record per queue and skeleton, plus the boot
 	// record: that is what a snapshot replaces.
+	assertHold(n.state.lastIndex >= n.snapshotBase, "a snapshot never covers records not yet appended")
 	live := len(n.state.queues) + len(n.state.skeletons) + 1
 	if n.state.lastIndex-n.snapshotBase <= uint64(max(n.cfg.NodeSnapshotRecordsMin, snapshotLiveFactor*live)) {
 		return

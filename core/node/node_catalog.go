@@ -134,6 +134,8 @@ func (n *Node) partitionConfig(id core.QueueID) core.Config {
 
 // openerReady answers o now that its partition is loaded.
 func (n *Node) openerReady(id core.QueueID, partitions uint32, o opener) {
+	assertHold(n.partitions[id] != nil && n.partitions[id].loaded, "an opener is answered from a loaded partition")
+	assertHold(id.Partition < partitions, "an opened partition is in range")
 	if o.forward == nil {
 		n.send(o.session, &Opened{Token: o.token, Queue: id, Partitions: partitions})
 		return
@@ -180,6 +182,7 @@ func (n *Node) onLoadDone(in *LoadDone) {
 	// A declare recorded while the partition loaded is not in the
 	// settings its LoadRequest carried: send it on now.
 	entry := n.state.queues[key]
+	assertHold(entry != nil, "a loaded partition's queue is in the catalogue")
 	if !catalogSettingsEqual(pe.sent, entry.settings) {
 		n.send(PartitionAddr(in.Queue), declareSettingsOf(entry.settings))
 	}

@@ -88,6 +88,7 @@ func (n *Node) onConnOpened(in *ConnOpened) {
 		return
 	}
 	n.conns[in.Conn] = &conn{id: in.Conn, loopback: in.Loopback, entropy: in.Entropy, phase: connHandshaking}
+	assertHold(len(n.conns) <= n.cfg.ConnectionsMax, "admission keeps connections within ConnectionsMax")
 	// nowMs never goes back, so deadlines are appended in order and the
 	// list needs no heap.
 	n.deadlines = append(n.deadlines, connDeadline{atMs: n.nowMs + n.cfg.HandshakeTimeoutMs, conn: in.Conn})
@@ -233,6 +234,7 @@ func (n *Node) answerHeldHellos() {
 // and attaches the connection to a session.
 func (n *Node) resolveHello(c *conn, requestID uint64, resume wire.Optional[wire.ResumeIdentity]) {
 	assertHold(n.bootDurable(), "no handshake is answered before the boot record is durable")
+	assertHold(c.phase == connHandshaking || c.phase == connHelloHeld, "one HELLO per connection is resolved")
 	outcome := wire.ResumeNew
 	if resume.Present {
 		// Every comparison of a secret is constant-time: a peer must not
@@ -321,6 +323,8 @@ func (n *Node) startSession(clientID, token [16]byte) *sessionEntry {
 // attach binds c to s and hands s the transport (the session answers
 // HELLO_OK).
 func (n *Node) attach(c *conn, s *sessionEntry, requestID uint64, outcome wire.ResumeOutcome) {
+	assertHold(n.sessions[s.id] == s, "a connection is attached to a live session")
+	assertHold(c.phase != connClosing, "a closing connection is never attached")
 	// Bind before the Attach reaches the session (Ready order): every frame
 	// after the HELLO goes to the session, which answers HELLO_OK itself.
 	c.phase, c.session = connBound, s.id
