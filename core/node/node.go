@@ -79,6 +79,11 @@ const (
 	// more than max(NodeSnapshotRecordsMin, factor x live items) records
 	// since the last one, so the log stays proportional to its state.
 	snapshotLiveFactor = 4
+	// recordsUnpersistedMax bounds the Node's records handed to storage and
+	// not yet durable, and so the actions gated on them: past it a declare
+	// or a new queue is refused (ErrCatalogBehind) and a skeleton is not
+	// saved (best effort). The boot record and removals are always written.
+	recordsUnpersistedMax = 4096
 	// sessionSeqMax: session ids stay below 2^40 (a session may pack its
 	// id with a counter into 64 bits).
 	sessionSeqMax = 1<<40 - 1
@@ -358,6 +363,12 @@ func (n *Node) gate(g gatedAction) {
 // is, no handshake is answered and no partition is loaded, so no delivery
 // tag of this boot can collide with one of a boot a crash forgot.
 func (n *Node) bootDurable() bool { return n.durableIndex >= n.bootIndex }
+
+// storageBehind says whether storage is too far behind for one more record
+// that can wait (a declare, a new queue, a skeleton).
+func (n *Node) storageBehind() bool {
+	return n.state.lastIndex-n.durableIndex >= recordsUnpersistedMax
+}
 
 // onPersisted moves the durable index and releases, in order, every gated
 // action whose record is now durable.

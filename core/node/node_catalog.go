@@ -42,6 +42,10 @@ func (n *Node) openQueue(key queueKey, o opener) {
 			n.failOpener(key, o, core.ErrTooManyQueues)
 			return
 		}
+		if n.storageBehind() {
+			n.failOpener(key, o, core.ErrCatalogBehind)
+			return
+		}
 		n.createQueue(&catalogEntry{key: key, partitions: 1})
 	}
 	if cq := n.creating[key]; cq != nil {
@@ -214,6 +218,10 @@ func (n *Node) onDeclareQueue(from Address, d *DeclareQueue) {
 	}
 	// The record holds the whole merged entry; loaded partitions get the
 	// settings once it is durable (gatedDeclared), with the answer.
+	if n.storageBehind() {
+		n.send(from, &Declared{Token: d.Token, Err: core.ErrCatalogBehind})
+		return
+	}
 	if entry == nil {
 		n.createQueue(next)
 	} else {

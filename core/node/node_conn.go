@@ -367,8 +367,8 @@ func (n *Node) onSessionEnded(from Address) {
 // nothing waits for its durability.
 func (n *Node) onSkeletonChanged(from Address, msg *SkeletonChanged) {
 	s := n.sessions[from.Session]
-	if s == nil || n.cfg.ResumeRestartTTLMs == 0 {
-		return
+	if s == nil || n.cfg.ResumeRestartTTLMs == 0 || n.storageBehind() {
+		return // best effort: a skeleton not saved costs a resume after restart at most
 	}
 	assertHold(len(msg.Subs) <= n.cfg.SubscriptionsPerSessionMax, "a skeleton is bounded by the session's subscriptions")
 	// The envelope's slice stays the session's: the record takes a copy,

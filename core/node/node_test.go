@@ -423,6 +423,30 @@ func TestNodeDeclareAnswersOnceDurableAndKeepsThePartitionCount(t *testing.T) {
 	}
 }
 
+func TestNodeDeclaresPushBackWhenStorageIsBehind(t *testing.T) {
+	h := newNodeHarness(t, testNodeConfig())
+	_, sid, _, _ := h.hello(nil)
+	h.autoPersist = false
+	for i := 0; i < recordsUnpersistedMax; i++ {
+		h.deliver(SessionAddr(sid), &DeclareQueue{Token: 1, Topic: "jobs", MaxRetries: u32(uint32(i % 2))})
+	}
+	e := h.deliver(SessionAddr(sid), &DeclareQueue{Token: 2, Topic: "jobs", MaxRetries: u32(7)})
+	if d, _ := envelopesOf[*Declared](e); len(d) != 1 || d[0].Err != core.ErrCatalogBehind || len(e.persist) != 0 {
+		t.Fatalf("a declare past the unpersisted limit: %+v", e)
+	}
+	if o := h.openQueue(sid, "new", 0); o.Err != core.ErrCatalogBehind {
+		t.Fatalf("a new queue past the unpersisted limit: %+v", o)
+	}
+	if e := h.deliver(SessionAddr(sid), &SkeletonChanged{}); len(e.persist) != 0 {
+		t.Fatal("a skeleton was saved past the unpersisted limit")
+	}
+	h.persist()
+	e = h.deliver(SessionAddr(sid), &DeclareQueue{Token: 3, Topic: "jobs", MaxRetries: u32(7)})
+	if len(e.persist) != 1 {
+		t.Fatal("declares did not resume once storage caught up")
+	}
+}
+
 func TestNodeDeclareValidates(t *testing.T) {
 	h := newNodeHarness(t, testNodeConfig())
 	_, sid, _, _ := h.hello(nil)
