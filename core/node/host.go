@@ -46,8 +46,11 @@ type Host struct {
 	// its turn (dlqWaiting skips them).
 	dlqStoredWaiting int
 
-	// Snapshot policy: the index the last snapshot covers (or the load
-	// point), and the one asked for (0 = none in flight).
+	// Snapshot policy. snapshotBase is the index the last snapshot asked
+	// for covers (0 after a load: the Host does not know where storage's
+	// snapshot is, so it counts the whole log); loadIndex is the last index
+	// when loaded (nothing at or below it is asked for again);
+	// snapshotInflight the index asked for and not answered (0 = none).
 	snapshotBase     uint64
 	loadIndex        uint64
 	snapshotInflight uint64
