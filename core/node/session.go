@@ -320,6 +320,9 @@ func (s *Session) checkSubscriptions() error {
 		if !sub.autoAck && len(sub.held) > int(max(sub.prefetch, 1)) {
 			return fmt.Errorf("session %d: subscription %d holds %d deliveries over prefetch %d", id, sub.id, len(sub.held), sub.prefetch)
 		}
+		if s.conn != 0 && s.gateOpen && sub.announced && len(sub.held) != 0 {
+			return fmt.Errorf("session %d: subscription %d holds deliveries it could send", id, sub.id)
+		}
 		if sub.paused && !s.dormant {
 			return fmt.Errorf("session %d: subscription %d paused while attached", id, sub.id)
 		}

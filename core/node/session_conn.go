@@ -41,6 +41,10 @@ func copyFrame(in *Frame) heldFrame {
 func (s *Session) onAttach(now int64, m *Attach) {
 	sessionAssert(m.Conn != 0, "attach without a connection")
 	sessionAssert(m.Conn != s.conn, "a connection attached twice")
+	if s.early.conn == m.Conn && s.early.closed {
+		s.attachClosed()
+		return
+	}
 	if s.conn != 0 {
 		// A resume replaces the socket: the old one is closed, and its
 		// queued replies answer requests the new one never made.
@@ -63,6 +67,17 @@ func (s *Session) onAttach(now int64, m *Attach) {
 	})
 	s.resumeSubscriptions()
 	s.replayEarly(now, m.Conn)
+}
+
+// attachClosed handles an Attach whose connection the driver already
+// reported closed (the report overtook the envelope): nothing may be sent
+// on it. A fresh session has nobody to wait for and ends; a dormant one
+// keeps its grace; an attached one keeps the connection it has.
+func (s *Session) attachClosed() {
+	s.early = earlyConn{}
+	if s.conn == 0 && !s.dormant {
+		s.end()
+	}
 }
 
 // replayEarly handles frames that arrived for conn before its Attach.

@@ -505,8 +505,14 @@ func (m *sessModel) deliverTo(q core.QueueID, id uint64) {
 		sub.inflight++
 	}
 	m.nextTag++
+	// Some payloads are large, so a client that reports nothing written
+	// reaches the outbox bound.
+	body := testBody("d")
+	if rapid.IntRange(0, 3).Draw(m.t, "large") == 0 {
+		body = &core.Body{Payload: make([]byte, 200<<10)}
+	}
 	m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: PartitionAddr(q), To: SessionAddr(sessTestID),
-		Msg: &Deliveries{Queue: q, SubID: id, Items: []core.Delivery{{SubID: id, Tag: m.nextTag, Offset: m.nextTag, Body: testBody("d")}}}}})
+		Msg: &Deliveries{Queue: q, SubID: id, Items: []core.Delivery{{SubID: id, Tag: m.nextTag, Offset: m.nextTag, Body: body}}}}})
 }
 
 // actLeaseExpiry: a lease ran out, so the partition may deliver again.

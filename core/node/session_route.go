@@ -23,9 +23,10 @@ import (
 
 const (
 	// openWaitingMax bounds requests queued behind one partition's Open.
-	openWaitingMax   = 4096
-	msgPartitionGone = "broker-side failure (retry later): the queue partition is not loaded any more"
-	msgOpenBacklog   = "broker-side failure (retry later): too many requests wait for this queue partition to load"
+	openWaitingMax      = 4096
+	msgPartitionGone    = "broker-side failure (retry later): the queue partition is not loaded any more"
+	msgOpenBacklog      = "broker-side failure (retry later): too many requests wait for this queue partition to load"
+	msgSubscriptionGone = "broker-side failure (retry later): the subscription ended before it started"
 )
 
 // opKind says what a token answers. Append-only.
@@ -200,11 +201,14 @@ func (s *Session) onSubscribed(op pendingOp) {
 	sub := s.subsByID[op.subID]
 	if sub == nil {
 		// It ended (reconcile closed it, or the partition went away) while
-		// the subscribe was on its way: hand it back, never keep a ghost.
+		// the subscribe was on its way: hand it back, never keep a ghost,
+		// and tell a waiting client it did not start (retryable).
 		s.out(PartitionAddr(op.queue), &Request{Input: &core.Unsubscribe{SubID: op.subID}})
 		if op.kind == opRestore {
 			s.restoreDone(op, false)
+			return
 		}
+		s.replyError(op.gen, wire.OpSubscribeErr, op.requestID, wire.CodeInternal, msgSubscriptionGone)
 		return
 	}
 	sub.active = true
@@ -292,18 +296,22 @@ func (s *Session) anyHeld() bool {
 	return false
 }
 
-// flushSub sends one subscription's held deliveries, in order.
+// flushSub sends one subscription's held deliveries, in order. Each is
+// taken off the list before it is encoded: encoding can cut the connection
+// (outbox bound) and even end the session, which drops what is still held.
 func (s *Session) flushSub(sub *sessionSub) {
-	sent := 0
-	for sent < len(sub.held) && s.conn != 0 && s.gateOpen && s.subsByID[sub.id] == sub {
-		d := &sub.held[sent]
+	for len(sub.held) > 0 && s.conn != 0 && s.gateOpen {
+		d := sub.held[0]
+		sub.held[0] = core.Delivery{}
+		sub.held = sub.held[1:]
 		s.heldBytes -= len(d.Body.Payload)
-		s.encodeDeliver(sub, d)
-		*d = core.Delivery{}
-		sent++
+		s.encodeDeliver(sub, &d)
+		if s.subsByID[sub.id] != sub {
+			return
+		}
 	}
-	if s.subsByID[sub.id] == sub {
-		sub.held = append(sub.held[:0], sub.held[sent:]...)
+	if len(sub.held) == 0 {
+		sub.held = nil // give the drained backing array back
 	}
 }
 

@@ -699,3 +699,41 @@ func containsAll(s string, parts ...string) bool {
 	}
 	return true
 }
+
+func TestSessionAttachOfAnAlreadyClosedConnection(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.connClosed(4) // the driver's report overtook the Attach envelope
+	h.deliver(&Attach{Conn: 4, Loopback: true, HelloRequestID: 1})
+	h.expectNothing(4)
+	if !h.ended {
+		t.Fatal("a fresh session whose connection is gone did not end")
+	}
+	// A dormant session keeps its grace.
+	h = newSessHarness(t, nil)
+	h.ready(1)
+	h.connClosed(1)
+	h.connClosed(2)
+	h.deliver(&Attach{Conn: 2, Loopback: true, HelloRequestID: 1})
+	h.expectNothing(2)
+	if h.ended || !h.s.dormant {
+		t.Fatal("a dormant session lost its grace to a dead connection")
+	}
+	h.attach(3, wire.ResumeResumed)
+}
+
+func TestSessionSubscribeEndedBeforeItStartedIsRefused(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	id := h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "orders", Prefetch: 1})
+	h.takeOpen(qOrders, 1, nil)
+	req := h.takeRequest(qOrders)
+	// A reconcile that does not list it closes it server-side.
+	h.frame(1, wire.OpReconcileClient, wire.ReconcileClient{})
+	h.expect(1, wire.OpReconcileResult)
+	h.takeOut()
+	h.fromPartition(qOrders, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplySubscribed}})
+	h.expectError(1, wire.OpSubscribeErr, id, wire.CodeInternal)
+	if u := h.takeRequest(qOrders).Input.(*core.Unsubscribe); u.SubID != req.Input.(*core.Subscribe).SubID {
+		t.Fatal("the late subscription was not handed back")
+	}
+}
