@@ -61,8 +61,9 @@ type Session struct {
 	init SessionInit
 	self Address
 
-	// Attachment. gen counts attachments; a reply is sent only when the
-	// token's gen is still the current attachment.
+	// Attachment (0: none). gen counts attachments; a reply is sent only
+	// when the token's gen is still the current attachment, which is how
+	// "replies only to the attachment that asked" holds across resumes.
 	conn     ConnID
 	gen      uint64
 	loopback bool
@@ -139,7 +140,8 @@ func NewSession(cfg Config, init SessionInit) *Session {
 // drop it.
 func (s *Session) Ended() bool { return s.ended }
 
-// Step applies one input and returns its effects (valid until the next Step).
+// Step applies one input and returns its effects (valid until the next
+// Step: the Ready and its Sends bytes are reused).
 func (s *Session) Step(in Input) *Ready {
 	s.resetReady()
 	now := in.nowMs()
@@ -166,6 +168,8 @@ func (s *Session) Step(in Input) *Ready {
 	return &s.rd
 }
 
+// resetReady empties the Ready for the next step, dropping its references
+// (envelopes hold bodies and passwords) without freeing its slices.
 func (s *Session) resetReady() {
 	for i := range s.rd.Out {
 		s.rd.Out[i] = Envelope{}
@@ -191,6 +195,7 @@ func (s *Session) finishStep() {
 	}
 }
 
+// onEnvelope dispatches an envelope from the Node or a partition Host.
 func (s *Session) onEnvelope(now int64, msg Message) {
 	if s.ended {
 		s.onEnvelopeEnded(msg)
@@ -247,7 +252,9 @@ func (s *Session) newToken() uint64 {
 	return s.nextToken
 }
 
-// graceMs is the reconnect grace in force.
+// graceMs is the reconnect grace in force. The mutant shortens it, which
+// requeues deliveries a resuming client could still have settled: the
+// grace tests and the simulator sweep must catch that.
 func (s *Session) graceMs() int64 {
 	if mutant.On(mutant.EarlyGraceRequeue) {
 		return s.cfg.ReconnectGraceMs / graceMutantDivisor
@@ -275,6 +282,7 @@ func (s *Session) CheckInvariants() error {
 	return nil
 }
 
+// checkLifecycle checks the attachment, dormancy, outbox and auth state.
 func (s *Session) checkLifecycle() error {
 	id := s.init.ID
 	switch {
@@ -304,6 +312,8 @@ func (s *Session) checkLifecycle() error {
 	return nil
 }
 
+// checkSubscriptions checks both subscription indexes, the held bounds and
+// the held byte count (recounted from scratch).
 func (s *Session) checkSubscriptions() error {
 	id := s.init.ID
 	if len(s.subs) != len(s.subsByID) || len(s.subs) > s.cfg.SubscriptionsPerSessionMax {

@@ -21,6 +21,7 @@ import (
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
+// Limits and guide messages of the partition path.
 const (
 	// openWaitingMax bounds requests queued behind one partition's Open.
 	openWaitingMax      = 4096
@@ -40,7 +41,9 @@ const (
 	opDeclare   opKind = 4
 )
 
-// pendingOp is a request waiting for its answer.
+// pendingOp is a request waiting for its answer, keyed by its token in
+// Session.pending. gen ties the answer to the attachment that asked: a
+// reply is sent only if that attachment is still the current one.
 type pendingOp struct {
 	kind      opKind
 	gen       uint64 // the attachment that asked
@@ -51,7 +54,11 @@ type pendingOp struct {
 	entry     int           // opRestore: the entry it completes
 }
 
-// sessionSub is one queue subscription of the session.
+// sessionSub is one queue subscription of the session. It lives in the
+// session, not in the connection, so a resumed client keeps it and its
+// delivery tags stay valid (PROTOCOL 7.7). held keeps deliveries that
+// cannot go out yet: while dormant, behind the gate, before SUBSCRIBE_OK
+// (or RECONCILE_RESULT) announced the subscription.
 type sessionSub struct {
 	id            uint64
 	key           core.QueueID
@@ -65,7 +72,9 @@ type sessionSub struct {
 	held          []core.Delivery
 }
 
-// partitionOpen is the session's Open of one queue partition.
+// partitionOpen is the session's Open of one queue partition: the Node
+// creates the queue if it was never declared (SPEC 1) and loads the
+// partition; until it answers, requests wait here in arrival order.
 type partitionOpen struct {
 	token      uint64
 	opened     bool
@@ -74,7 +83,8 @@ type partitionOpen struct {
 }
 
 // queuedRequest is a partition input on its way; gen and requestID answer
-// an unconfirmed publish whose partition cannot be opened.
+// an unconfirmed publish whose partition cannot be opened (it has no token,
+// yet PROTOCOL 5.3 step 8 reports a failure to reach the queue at all).
 type queuedRequest struct {
 	token     uint64
 	input     core.Input
@@ -93,8 +103,13 @@ func (r *queuedRequest) request() *Request {
 	return &Request{Token: r.token, Input: r.input}
 }
 
-// toPartition sends a request, opening the partition first if needed.
+// toPartition sends a request, opening the partition first if needed:
+// once per (queue, partition) per session, and again after a failed or
+// bounced one. The backlog behind a pending Open is bounded; past it the
+// request is refused as retryable rather than queued without limit.
 func (s *Session) toPartition(q core.QueueID, r queuedRequest) {
+	sessionAssert(!s.ended, "an ended session sends only Unsubscribe, directly")
+	sessionAssert(core.ValidateName(q.Topic) == nil, "an invalid name reached the partition path")
 	o := s.opens[q]
 	if o == nil {
 		o = &partitionOpen{token: s.newToken()}
@@ -112,6 +127,8 @@ func (s *Session) toPartition(q core.QueueID, r queuedRequest) {
 	o.waiting = append(o.waiting, r)
 }
 
+// onOpened releases the requests that waited for the Open, in order, or
+// fails them all with the Node's error.
 func (s *Session) onOpened(now int64, m *Opened) {
 	o := s.opens[m.Queue]
 	if o == nil || o.token != m.Token || o.opened {
@@ -120,7 +137,8 @@ func (s *Session) onOpened(now int64, m *Opened) {
 	waiting := o.waiting
 	o.waiting = nil
 	if m.Err != nil {
-		// Forget the open: the next use tries again.
+		// Forget the open: the next use tries again (a partition out of
+		// range stays out of range; a load failure may clear).
 		delete(s.opens, m.Queue)
 		for _, r := range waiting {
 			s.failRequest(r, wire.ErrorCode(m.Err.Code()), m.Err.Error())
@@ -128,6 +146,7 @@ func (s *Session) onOpened(now int64, m *Opened) {
 		return
 	}
 	sessionAssert(m.Queue.Partition < m.Partitions, "opened a partition out of its queue's range")
+	sessionAssert(len(waiting) <= openWaitingMax, "the backlog behind an Open outgrew its bound")
 	o.opened, o.partitions = true, m.Partitions
 	for _, r := range waiting {
 		s.out(PartitionAddr(m.Queue), r.request())
@@ -147,7 +166,9 @@ func (s *Session) failRequest(r queuedRequest, code wire.ErrorCode, msg string) 
 	}
 }
 
-// failOp answers a pending token with an error.
+// failOp answers a pending token with an error, on the frame its request
+// expects (SUBSCRIBE_ERR for a subscribe that decoded, ERROR otherwise,
+// PROTOCOL 6.1); a restore's failure becomes its reconcile entry.
 func (s *Session) failOp(token uint64, code wire.ErrorCode, msg string) {
 	op, ok := s.pending[token]
 	if !ok {
@@ -172,6 +193,9 @@ func (s *Session) failOp(token uint64, code wire.ErrorCode, msg string) {
 	}
 }
 
+// onResponse routes a partition's answer by token. A token the session no
+// longer waits for (answered by a bounce already) is ignored: each token is
+// answered at most once.
 func (s *Session) onResponse(now int64, m *Response) {
 	op, ok := s.pending[m.Token]
 	if !ok {
@@ -211,6 +235,7 @@ func (s *Session) onSubscribed(op pendingOp) {
 		s.replyError(op.gen, wire.OpSubscribeErr, op.requestID, wire.CodeInternal, msgSubscriptionGone)
 		return
 	}
+	// Active: the partition knows it, so the end must unsubscribe it.
 	sub.active = true
 	if op.kind == opRestore {
 		s.restoreDone(op, true)
@@ -231,6 +256,9 @@ func (s *Session) announce(sub *sessionSub) {
 	}
 }
 
+// onDeliveries encodes deliveries straight into DELIVER frames when they
+// may go out, and holds them otherwise. A batch for a subscription the
+// session does not have is handed back at once.
 func (s *Session) onDeliveries(m *Deliveries) {
 	sub := s.subsByID[m.SubID]
 	if sub == nil || sub.key != m.Queue {
@@ -241,6 +269,7 @@ func (s *Session) onDeliveries(m *Deliveries) {
 		d := &m.Items[i]
 		sessionAssert(d.SubID == m.SubID, "a delivery batch mixes subscriptions")
 		sessionAssert(!d.Body.IsStored() || len(d.Body.Payload) == int(d.Body.Ref.LengthBytes), "a stored body reached the session unread")
+		// Held ones go first: order within a subscription is kept.
 		if s.conn != 0 && s.gateOpen && sub.announced && len(sub.held) == 0 {
 			s.encodeDeliver(sub, d)
 		} else {
@@ -254,6 +283,8 @@ func (s *Session) onDeliveries(m *Deliveries) {
 
 // hold keeps a delivery until it can be sent.
 func (s *Session) hold(sub *sessionSub, d core.Delivery) {
+	sessionAssert(s.subsByID[sub.id] == sub, "holding for a subscription the session dropped")
+	sessionAssert(d.SubID == sub.id, "holding a delivery of another subscription")
 	if !sub.autoAck && len(sub.held) >= int(max(sub.prefetch, 1)) {
 		// The partition never leases more than prefetch to one
 		// subscription, so the oldest held one has expired there (a
@@ -262,6 +293,8 @@ func (s *Session) hold(sub *sessionSub, d core.Delivery) {
 		sub.held[0] = core.Delivery{}
 		sub.held = sub.held[1:]
 	}
+	// An auto-ack delivery is already settled: dropping it would lose the
+	// message, so auto-ack subscriptions hold every one, bounded in bytes.
 	sub.held = append(sub.held, d)
 	s.heldBytes += len(d.Body.Payload)
 	if s.heldBytes > s.cfg.OutboxBytesMax {
@@ -270,7 +303,8 @@ func (s *Session) hold(sub *sessionSub, d core.Delivery) {
 	}
 }
 
-// flushHeld sends every announced subscription's held deliveries.
+// flushHeld sends every announced subscription's held deliveries, in key
+// order (determinism: never Go's map order).
 func (s *Session) flushHeld() {
 	if s.heldBytes == 0 && !s.anyHeld() {
 		return
@@ -287,6 +321,8 @@ func (s *Session) flushHeld() {
 	}
 }
 
+// anyHeld says whether some subscription holds deliveries (empty payloads
+// count for no bytes).
 func (s *Session) anyHeld() bool {
 	for _, sub := range s.subs {
 		if len(sub.held) > 0 {
@@ -315,8 +351,14 @@ func (s *Session) flushSub(sub *sessionSub) {
 	}
 }
 
-// encodeDeliver writes one DELIVER (the hot path: no allocation).
+// encodeDeliver writes one DELIVER (the hot path: no allocation). The
+// message and its header list are session-owned scratch, and the retry
+// count uses strconv's small-number strings; fibril.retries appears only
+// when the count is above 0 (PROTOCOL 5.8). Request ids come from the
+// connection's server counter.
 func (s *Session) encodeDeliver(sub *sessionSub, d *core.Delivery) {
+	sessionAssert(s.gateOpen && sub.announced, "a DELIVER before the gate opened or before SUBSCRIBE_OK")
+	sessionAssert(!s.dormant, "a DELIVER from a dormant session")
 	body := d.Body
 	m := &s.deliverM
 	*m = wire.Deliver{SubID: sub.id, Topic: sub.key.Topic, Group: sub.group, Partition: sub.key.Partition,
@@ -334,11 +376,13 @@ func (s *Session) encodeDeliver(sub *sessionSub, d *core.Delivery) {
 		m.Headers, s.headers = hs, hs
 	}
 	s.emit(s.conn, wire.OpDeliver, s.nextServerReqID(), m)
-	// Keep no reference to the payload past the step.
+	// Keep no reference to the payload past the step: the body belongs to
+	// the envelope, and a stored one's bytes to the driver.
 	m.Payload, m.Headers = nil, nil
 	clear(s.headers)
 }
 
+// onSubscriptionEnded: the partition ended a subscription on its side.
 func (s *Session) onSubscriptionEnded(m *SubscriptionEnded) {
 	sub := s.subsByID[m.SubID]
 	if sub == nil || sub.key != m.Queue {
@@ -350,6 +394,7 @@ func (s *Session) onSubscriptionEnded(m *SubscriptionEnded) {
 // closeSub ends a subscription broker-side and tells the client (PROTOCOL
 // 7.9: only while the transport is up).
 func (s *Session) closeSub(sub *sessionSub, code wire.ReasonCode, msg string) {
+	sessionAssert(!s.ended, "an ended session has no subscriptions to close")
 	s.dropSub(sub)
 	if s.conn != 0 && sub.announced {
 		s.push(wire.OpSubscriptionClosed, s.nextServerReqID(), &wire.SubscriptionClosed{SubID: sub.id, Code: code, Message: msg})
@@ -364,11 +409,13 @@ func (s *Session) onBounced(now int64, env Envelope) {
 		return
 	}
 	req, ok := env.Msg.(*Request)
-	sessionAssert(ok && env.To.Kind == AddrPartition, "only a partition request can bounce")
+	sessionAssert(ok, "only a partition request can bounce")
+	sessionAssert(env.To.Kind == AddrPartition, "the Node never bounces a session's envelope")
 	q := env.To.Queue
 	if o := s.opens[q]; o != nil && o.opened {
 		delete(s.opens, q) // the next use opens it again
 	}
+	// 500 is retryable (PROTOCOL 6.2): the client's retry opens anew.
 	if req.Token != 0 {
 		s.failOp(req.Token, wire.CodeInternal, msgPartitionGone)
 	}
@@ -377,7 +424,9 @@ func (s *Session) onBounced(now int64, env Envelope) {
 	}
 }
 
-// dropSub forgets a subscription and what it held.
+// dropSub forgets a subscription and what it held (the partition requeues
+// held manual-ack deliveries when it unsubscribes, or when their leases
+// expire).
 func (s *Session) dropSub(sub *sessionSub) {
 	sessionAssert(s.subsByID[sub.id] == sub, "dropping a subscription twice")
 	for i := range sub.held {
@@ -397,6 +446,8 @@ func (s *Session) pauseSubscriptions(paused bool) {
 		if sub.paused == paused || !sub.subscribeSent {
 			continue
 		}
+		// Queued behind the Subscribe (FIFO per pair), so a pending
+		// subscribe is paused as soon as the partition knows it.
 		sub.paused = paused
 		s.toPartition(key, queuedRequest{input: &core.PauseSubscription{SubID: sub.id, Paused: paused}})
 	}
@@ -404,7 +455,8 @@ func (s *Session) pauseSubscriptions(paused bool) {
 
 func (s *Session) resumeSubscriptions() { s.pauseSubscriptions(false) }
 
-// skeletonChanged tells the Node the session's announced subscriptions.
+// skeletonChanged tells the Node the session's accepted subscriptions, so
+// that a restarted broker can answer resumed_after_restart (PROTOCOL 7.7).
 func (s *Session) skeletonChanged() {
 	msg := &SkeletonChanged{Subs: make([]SkeletonSub, 0, len(s.subs))}
 	for _, key := range sortedSubKeys(s.subs) {
@@ -416,7 +468,8 @@ func (s *Session) skeletonChanged() {
 }
 
 // sortedSubKeys orders subscriptions so that effects never follow Go's map
-// order (determinism).
+// order (determinism: the simulator replays a seed byte for byte). It
+// allocates, so it is kept off the per-frame paths.
 func sortedSubKeys(subs map[subKey]*sessionSub) []subKey {
 	keys := make([]subKey, 0, len(subs))
 	for k := range subs {
@@ -435,6 +488,7 @@ func sortedOpenKeys(opens map[core.QueueID]*partitionOpen) []core.QueueID {
 	return keys
 }
 
+// compareQueueIDs orders by topic, group, partition.
 func compareQueueIDs(a, b core.QueueID) int {
 	switch {
 	case a.Topic != b.Topic:
