@@ -50,6 +50,14 @@ const (
 	silentIntervalsMax = 3
 	// graceMutantDivisor shortens the grace under mutant.EarlyGraceRequeue.
 	graceMutantDivisor = 10
+	// pendingOpsMax bounds requests awaiting an answer (confirmed
+	// publishes, subscribes, restores, declares); past it a request is
+	// refused as retryable (backpressure, not growth).
+	pendingOpsMax = 1 << 16
+	// opensMax bounds the partitions a session remembers as opened; past
+	// it, opened partitions without a subscription are forgotten (the next
+	// use opens them again).
+	opensMax = 4096
 	// textPayloadNumberMax bounds u64 wire fields that become int64 deadlines
 	// or durations (ttl_ms, not_before, default TTL).
 	textPayloadNumberMax = 1 << 62
@@ -270,6 +278,9 @@ func (s *Session) CheckInvariants() error {
 	}
 	if err := s.checkSubscriptions(); err != nil {
 		return err
+	}
+	if len(s.pending) > pendingOpsMax || len(s.opens) > opensMax {
+		return fmt.Errorf("session %d: %d pending requests, %d opens: over their bounds", s.init.ID, len(s.pending), len(s.opens))
 	}
 	for token, op := range s.pending {
 		if token == 0 || token > s.nextToken {

@@ -19,8 +19,9 @@ import (
 
 // Guide messages (PROTOCOL 6.3).
 const (
-	msgNamePattern = "use 1-128 bytes of [a-z0-9._-], no leading or trailing '.', no '..'"
-	msgCohorts     = "exclusive consumer groups are not supported by this broker yet"
+	msgNamePattern    = "use 1-128 bytes of [a-z0-9._-], no leading or trailing '.', no '..'"
+	msgCohorts        = "exclusive consumer groups are not supported by this broker yet"
+	msgTooManyPending = "broker-side backpressure (retry later): too many requests of this session await an answer"
 )
 
 // publishArgs is one PUBLISH or PUBLISH_DELAYED, decoded: the two share
@@ -84,6 +85,10 @@ func (s *Session) handlePublish(now int64, requestID uint64, a publishArgs) {
 	}
 	// Durations and deadlines become int64 ms in the core: a u64 past 2^62
 	// would overflow (or go negative) once added to a clock.
+	if a.confirm && len(s.pending) >= pendingOpsMax {
+		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInternal, Message: msgTooManyPending})
+		return
+	}
 	if a.ttl.Present && a.ttl.Value > textPayloadNumberMax {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: "ttl_ms too large"})
 		return
@@ -162,6 +167,9 @@ func (s *Session) handleSubscribe(requestID uint64, m *wire.Subscribe) {
 // (and across restarts, since session ids never repeat) with no shared
 // counter between machines.
 func (s *Session) newSub(q core.QueueID, prefetch uint32, autoAck bool) (*sessionSub, string) {
+	if len(s.pending) >= pendingOpsMax {
+		return nil, msgTooManyPending
+	}
 	if len(s.subs) >= s.cfg.SubscriptionsPerSessionMax {
 		return nil, fmt.Sprintf("too many subscriptions on this session (limit %d)", s.cfg.SubscriptionsPerSessionMax)
 	}
@@ -265,6 +273,10 @@ func (s *Session) handleDeclare(requestID uint64, d *wire.DeclareQueue) {
 	if msg.PartitionCount > s.cfg.PartitionsPerQueueMax {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid,
 			Message: fmt.Sprintf("partition_count %d exceeds the limit of %d", msg.PartitionCount, s.cfg.PartitionsPerQueueMax)})
+		return
+	}
+	if len(s.pending) >= pendingOpsMax {
+		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInternal, Message: msgTooManyPending})
 		return
 	}
 	msg.Token = s.newToken()

@@ -27,12 +27,15 @@ type reconcileRun struct {
 	entries   []wire.ReconcileEntry
 	restored  []*sessionSub
 	waiting   int
+	// building: the entries are still being decided; a restore refused on
+	// the spot (a bound) must not finish the run early.
+	building bool
 }
 
 // handleReconcile answers at once unless restores are on their way; it
 // reports whether the result went out.
 func (s *Session) handleReconcile(requestID uint64, rc *wire.ReconcileClient) bool {
-	run := &reconcileRun{gen: s.gen, requestID: requestID}
+	run := &reconcileRun{gen: s.gen, requestID: requestID, building: true}
 	// Server subscriptions the client does not list end server-side.
 	unlisted := make(map[subKey]*sessionSub, len(s.subs))
 	for k, v := range s.subs {
@@ -63,6 +66,7 @@ func (s *Session) handleReconcile(requestID uint64, rc *wire.ReconcileClient) bo
 			Action: wire.ReconcileCloseServerSide, Reason: "client_missing", Code: wire.ReasonClientMissing})
 		s.unsubscribe(sub)
 	}
+	run.building = false
 	if run.waiting > 0 {
 		if !s.gateOpen {
 			s.reconciling++
@@ -128,7 +132,7 @@ func (s *Session) restoreDone(op pendingOp, ok bool) {
 		*e = closeClient(e.Client.Value, wire.ReasonServerRestoreFailed, "server_restore_failed")
 	}
 	run.waiting--
-	if run.waiting == 0 {
+	if run.waiting == 0 && !run.building {
 		s.finishReconcile(run)
 	}
 }
@@ -139,6 +143,7 @@ func (s *Session) restoreDone(op pendingOp, ok bool) {
 // and the restored subscriptions it does not know end then.
 func (s *Session) finishReconcile(run *reconcileRun) {
 	sessionAssert(run.waiting == 0, "a reconcile finished with restores pending")
+	sessionAssert(!run.building, "a reconcile finished while its entries were decided")
 	sessionAssert(len(run.restored) <= len(run.entries), "more restores than reconcile entries")
 	// Stable: entries that compare equal (a repeat of one key) keep the
 	// order the client listed them in.

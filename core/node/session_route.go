@@ -28,6 +28,7 @@ const (
 	msgPartitionGone    = "broker-side failure (retry later): the queue partition is not loaded any more"
 	msgOpenBacklog      = "broker-side failure (retry later): too many requests wait for this queue partition to load"
 	msgSubscriptionGone = "broker-side failure (retry later): the subscription ended before it started"
+	msgTooManyOpens     = "broker-side backpressure (retry later): this session uses too many queue partitions at once"
 )
 
 // opKind says what a token answers. Append-only.
@@ -94,6 +95,17 @@ type queuedRequest struct {
 	requestID uint64
 }
 
+// forgetIdleOpens forgets opened partitions that no subscription uses, so
+// that a session publishing to ever new queues stays bounded. Only at the
+// bound, so its sort stays off the common path.
+func (s *Session) forgetIdleOpens() {
+	for _, q := range sortedOpenKeys(s.opens) {
+		if o := s.opens[q]; o.opened && s.subs[q] == nil {
+			delete(s.opens, q)
+		}
+	}
+}
+
 // request is the envelope message of r.
 func (r *queuedRequest) request() *Request {
 	if r.req != nil {
@@ -112,6 +124,14 @@ func (s *Session) toPartition(q core.QueueID, r queuedRequest) {
 	sessionAssert(core.ValidateName(q.Topic) == nil, "an invalid name reached the partition path")
 	o := s.opens[q]
 	if o == nil {
+		if len(s.opens) >= opensMax {
+			s.forgetIdleOpens()
+		}
+		if len(s.opens) >= opensMax {
+			// Every remembered partition is in use or still opening.
+			s.failRequest(r, wire.CodeInternal, msgTooManyOpens)
+			return
+		}
 		o = &partitionOpen{token: s.newToken()}
 		s.opens[q] = o
 		s.out(NodeAddr(), &Open{Token: o.token, Topic: q.Topic, Group: q.Group, Partition: q.Partition})

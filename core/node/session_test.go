@@ -737,3 +737,40 @@ func TestSessionSubscribeEndedBeforeItStartedIsRefused(t *testing.T) {
 		t.Fatal("the late subscription was not handed back")
 	}
 }
+
+func TestSessionOpensAreBounded(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	for i := 0; i < opensMax; i++ {
+		h.frame(1, wire.OpPublish, wire.Publish{Topic: fmt.Sprintf("t%d", i)})
+	}
+	h.takeOut()
+	id := h.frame(1, wire.OpPublish, wire.Publish{Topic: "one-more"})
+	h.expectError(1, wire.OpError, id, wire.CodeInternal)
+	// A restore refused on the spot still gives one complete result.
+	id = h.frame(1, wire.OpReconcileClient, wire.ReconcileClient{Policy: wire.ReconcileRestore, Subscriptions: []wire.ReconcileSub{
+		{SubID: 1, Topic: "x", Prefetch: 1}, {SubID: 2, Topic: "y", Prefetch: 1}}})
+	f := h.expect(1, wire.OpReconcileResult)
+	res := f.body.(wire.ReconcileResult).Entries
+	if f.hdr.RequestID != id || len(res) != 2 || res[0].Code != wire.ReasonServerRestoreFailed || res[1].Code != wire.ReasonServerRestoreFailed {
+		t.Fatalf("result %+v", res)
+	}
+	h.expectNothing(1)
+	if len(h.s.subs) != 0 {
+		t.Fatal("a refused restore left a subscription")
+	}
+	// Opened partitions nobody subscribes to are forgotten at the bound.
+	h2 := newSessHarness(t, nil)
+	h2.ready(1)
+	for i := 0; i < opensMax; i++ {
+		q := core.QueueID{Topic: fmt.Sprintf("t%d", i)}
+		h2.frame(1, wire.OpPublish, wire.Publish{Topic: q.Topic})
+		h2.takeOpen(q, 1, nil)
+		h2.takeOut()
+	}
+	h2.frame(1, wire.OpPublish, wire.Publish{Topic: "one-more"})
+	h2.takeOpen(core.QueueID{Topic: "one-more"}, 1, nil)
+	if len(h2.s.opens) != 1 {
+		t.Fatalf("%d opens kept", len(h2.s.opens))
+	}
+}
