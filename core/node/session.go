@@ -113,6 +113,9 @@ type Session struct {
 	opens     map[core.QueueID]*partitionOpen
 	pending   map[uint64]pendingOp
 	nextToken uint64
+	// confirms orders the attachment's publish confirms (session_confirm.go).
+	confirms     []uint64
+	confirmsHead int
 
 	// Effects of the current step; buf is reused across steps (hot path).
 	rd        Ready
@@ -279,6 +282,9 @@ func (s *Session) CheckInvariants() error {
 	if err := s.checkSubscriptions(); err != nil {
 		return err
 	}
+	if err := s.checkConfirms(); err != nil {
+		return err
+	}
 	if len(s.pending) > pendingOpsMax || len(s.opens) > opensMax {
 		return fmt.Errorf("session %d: %d pending requests, %d opens: over their bounds", s.init.ID, len(s.pending), len(s.opens))
 	}
@@ -356,6 +362,9 @@ func (s *Session) checkSubscriptions() error {
 	}
 	return nil
 }
+
+// errorf is fmt.Errorf, named for the invariant checks.
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // sessionAssert panics when cond is false: only a bug can break these.
 func sessionAssert(cond bool, why string) {

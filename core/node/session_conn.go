@@ -189,6 +189,7 @@ func (s *Session) forgetConn() {
 	s.gateOpen, s.reconciling = false, 0
 	s.gateTimerMs, s.authTimerMs, s.pingTimerMs, s.lastRecvMs = 0, 0, 0, 0
 	s.auth = authWait{}
+	s.dropConfirms()
 }
 
 // end unsubscribes everything (the partitions requeue at once) and tells

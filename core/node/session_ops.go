@@ -118,6 +118,7 @@ func (s *Session) handlePublish(now int64, requestID uint64, a publishArgs) {
 	if a.confirm {
 		pr.req.Token = s.newToken()
 		s.pending[pr.req.Token] = pendingOp{kind: opPublish, gen: s.gen, requestID: requestID, queue: q}
+		s.confirmQueued(pr.req.Token)
 	}
 	pr.req.Input = &pr.in
 	s.toPartition(q, queuedRequest{token: pr.req.Token, input: &pr.in, req: &pr.req, gen: s.gen, requestID: requestID, kind: opPublish})

@@ -54,10 +54,12 @@ func TestSessionAgainstModel(t *testing.T) {
 		}
 		bind()
 		// Weighted: client frames and the partitions' work dominate, as in
-		// a real session; lifecycle events are rarer.
-		names := []string{"attach", "close", "frame", "frame", "frame", "frame", "frame", "staleFrame", "authAnswer", "authAnswer",
-			"tick", "tick", "written", "nodeStep", "nodeStep", "nodeStep", "partStep", "partStep", "partStep", "partStep",
-			"deliver", "deliver", "deliver", "ghost", "subEnded", "shutdown", "lease"}
+		// a real session; lifecycle events are rarer. rapid draws small
+		// indexes more often than large ones, so the common actions come
+		// first and the disruptive ones last.
+		names := []string{"frame", "partStep", "nodeStep", "authAnswer", "written", "deliver", "frame", "partStep", "nodeStep",
+			"tick", "frame", "deliver", "written", "partStep", "attach", "frame", "tick", "lease", "staleFrame", "close", "ghost",
+			"subEnded", "deliver", "shutdown"}
 		steps := rapid.IntRange(200, 700).Draw(t, "steps")
 		sessions := 1
 		for i := 0; i < steps; i++ {
@@ -105,6 +107,8 @@ type modelConn struct {
 	reconciling bool
 	// deferred: a request that opens the gate waits behind a password check.
 	deferred bool
+	// confirmed: request ids of confirmed publishes, in arrival order.
+	confirmed []uint64
 }
 
 type modelPartition struct {
@@ -120,7 +124,10 @@ type modelSub struct {
 }
 
 func newSessModel(t *rapid.T) *sessModel {
-	grace := rapid.SampledFrom([]int64{3000, 3000, 3000, 0}).Draw(t, "graceMs")
+	grace := int64(3000)
+	if chance(t, "noGrace", 12) {
+		grace = 0
+	}
 	h := newSessHarness(t, func(c *Config) {
 		c.ReconnectGraceMs = grace
 		c.OutboxBytesMax = 1 << 20
@@ -134,7 +141,7 @@ func newSessModel(t *rapid.T) *sessModel {
 	}
 	m.parts[core.QueueID{Topic: "a", Partition: 1}] = &modelPartition{subs: map[uint64]*modelSub{}}
 	m.actAttach(t)
-	if rapid.IntRange(0, 9).Draw(t, "startAuthed") > 0 {
+	if !chance(t, "startUnauthed", 10) {
 		m.sendFrame(m.attached, wire.OpAuth, wire.Auth{Username: "alice", Password: "pw"})
 		m.actAuthAnswer(t)
 	}
@@ -222,6 +229,17 @@ func (m *sessModel) checkFrame(c *modelConn, f sessFrame) {
 	if !ok {
 		m.t.Fatalf("%s answers request %d, not outstanding on this connection", op, f.hdr.RequestID)
 	}
+	if op == wire.OpPublishOk {
+		// PROTOCOL 7.2: confirms leave in arrival order, across queues.
+		for _, earlier := range c.confirmed {
+			if earlier == f.hdr.RequestID {
+				break
+			}
+			if _, waiting := c.outstanding[earlier]; waiting {
+				m.t.Fatalf("PUBLISH_OK for %d overtook the confirm of %d", f.hdr.RequestID, earlier)
+			}
+		}
+	}
 	delete(c.outstanding, f.hdr.RequestID)
 	if want != wire.OpAuth && want != wire.OpPing && want != wire.OpPong {
 		c.answered = true
@@ -256,7 +274,7 @@ func (m *sessModel) actAttach(t *rapid.T) {
 	ended := m.h.ended
 	old := m.attached
 	// The client's first frames may overtake the Attach envelope.
-	if !ended && rapid.IntRange(0, 3).Draw(t, "early") == 0 {
+	if !ended && chance(t, "early", 25) {
 		m.sendFrame(conn, wire.OpPing, wire.Ping{})
 	}
 	if !ended {
@@ -308,6 +326,9 @@ func (m *sessModel) sendFrame(conn ConnID, op wire.Opcode, body wire.Body) {
 	}
 	c := m.conns[conn]
 	c.outstanding[id] = op
+	if p, ok := body.(wire.Publish); ok && p.RequireConfirm {
+		c.confirmed = append(c.confirmed, id)
+	}
 	// Serving any request but AUTH, PING and PONG opens the gate (a
 	// RECONCILE_CLIENT with its result); one behind a password check
 	// opens it once that check passed.
@@ -329,35 +350,44 @@ func (m *sessModel) sendFrame(conn ConnID, op wire.Opcode, body wire.Body) {
 func (m *sessModel) drawFrame(t *rapid.T) (wire.Opcode, wire.Body) {
 	q := rapid.SampledFrom(append(sessModelQueues, core.QueueID{Topic: "a", Partition: 1})).Draw(t, "queue")
 	group := groupOpt(q.Group)
-	kind := rapid.IntRange(0, 11).Draw(t, "op")
-	if !m.h.s.authed && rapid.IntRange(0, 4).Draw(t, "authFirst") > 0 {
-		kind = 0 // clients authenticate first; stray frames before it end the session
+	// Ordered by how often a client sends each (rapid favours the front).
+	kinds := []string{"publish", "subscribe", "ack", "publish", "nack", "ping", "subscribe", "reconcile", "topology",
+		"declare", "pong", "auth", "odd"}
+	kind := rapid.SampledFrom(kinds).Draw(t, "op")
+	if !m.h.s.authed && !chance(t, "strayBeforeAuth", 20) {
+		kind = "auth" // clients authenticate first; stray frames before it end the session
 	}
 	switch kind {
-	case 0:
-		pw := rapid.SampledFrom([]string{"pw", "pw", "pw", "pw", "bad"}).Draw(t, "password")
+	case "auth":
+		pw := "pw"
+		if chance(t, "badPassword", 15) {
+			pw = "bad"
+		}
 		return wire.OpAuth, wire.Auth{Username: "alice", Password: pw}
-	case 1:
+	case "ping":
 		return wire.OpPing, wire.Ping{}
-	case 2:
+	case "pong":
 		return wire.OpPong, wire.Pong{}
-	case 3:
-		topic := rapid.SampledFrom([]string{q.Topic, "BAD"}).Draw(t, "topic")
+	case "publish":
+		topic := q.Topic
+		if chance(t, "badTopic", 10) {
+			topic = "BAD"
+		}
 		return wire.OpPublish, wire.Publish{Topic: topic, Group: group, Partition: q.Partition,
 			RequireConfirm: rapid.Bool().Draw(t, "confirm"), Payload: []byte("p")}
-	case 4, 5:
+	case "subscribe":
 		return wire.OpSubscribe, wire.Subscribe{Topic: q.Topic, Group: group, Partition: q.Partition,
 			Prefetch: uint32(rapid.IntRange(0, 3).Draw(t, "prefetch")), AutoAck: rapid.Bool().Draw(t, "autoAck")}
-	case 6:
+	case "ack":
 		return wire.OpAck, wire.Ack{Topic: q.Topic, Group: group, Partition: q.Partition, Tags: []uint64{m.nextTag}}
-	case 7:
+	case "nack":
 		return wire.OpNack, wire.Nack{Topic: q.Topic, Group: group, Partition: q.Partition, Tags: []uint64{m.nextTag},
 			Requeue: rapid.Bool().Draw(t, "requeue")}
-	case 8:
+	case "declare":
 		return wire.OpDeclareQueue, wire.DeclareQueue{Topic: q.Topic, Group: group}
-	case 9:
+	case "topology":
 		return wire.OpTopology, wire.Topology{}
-	case 10:
+	case "reconcile":
 		var subs []wire.ReconcileSub
 		for _, rq := range sessModelQueues {
 			if rapid.Bool().Draw(t, "listed") {
@@ -399,7 +429,7 @@ func (m *sessModel) actTick(t *rapid.T) {
 	m.h.now += rapid.Int64Range(0, 2500).Draw(t, "dtMs")
 	m.step(&Tick{NowMs: m.h.now})
 	// A live client heartbeats too (PROTOCOL 1.5); a silent one is cut.
-	if m.attached != 0 && !m.h.closed[m.attached] && rapid.IntRange(0, 9).Draw(t, "heartbeat") > 0 {
+	if m.attached != 0 && !m.h.closed[m.attached] && !chance(t, "silent", 10) {
 		m.sendFrame(m.attached, wire.OpPing, wire.Ping{})
 	}
 }
@@ -408,12 +438,20 @@ func (m *sessModel) actWritten(t *rapid.T) {
 	if m.attached == 0 || m.h.closed[m.attached] || m.h.s.unwrittenBytes == 0 {
 		return
 	}
-	n := rapid.IntRange(1, m.h.s.unwrittenBytes).Draw(t, "bytes")
+	n := m.h.s.unwrittenBytes // a reading client drains its socket
+	if rapid.Bool().Draw(t, "partialWrite") {
+		n = rapid.IntRange(1, m.h.s.unwrittenBytes).Draw(t, "bytes")
+	}
 	m.step(&Written{NowMs: m.h.now, Conn: m.attached, Bytes: n})
 }
 
 // actNodeStep answers the Node's oldest message.
 func (m *sessModel) actNodeStep(t *rapid.T) {
+	// Skeletons, ends and refusals need no answer: the Node takes them
+	// as they come.
+	for len(m.nodeQ) > 0 && !needsAnswer(m.nodeQ[0]) {
+		m.nodeQ = m.nodeQ[1:]
+	}
 	if len(m.nodeQ) == 0 {
 		return
 	}
@@ -423,7 +461,7 @@ func (m *sessModel) actNodeStep(t *rapid.T) {
 	case *Open:
 		q := core.QueueID{Topic: msg.Topic, Group: msg.Group, Partition: msg.Partition}
 		var err *core.Error
-		if q.Partition > 0 || rapid.IntRange(0, 9).Draw(t, "openFails") == 0 {
+		if q.Partition > 0 || chance(t, "openFails", 10) {
 			err = core.ErrInvalidSettings
 		} else {
 			m.opened[q] = true
@@ -434,6 +472,14 @@ func (m *sessModel) actNodeStep(t *rapid.T) {
 		m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: NodeAddr(), To: SessionAddr(sessTestID),
 			Msg: &Declared{Token: msg.Token, Partitions: 1}}})
 	}
+}
+
+func needsAnswer(msg Message) bool {
+	switch msg.(type) {
+	case *Open, *DeclareQueue:
+		return true
+	}
+	return false
 }
 
 // actPartitionStep lets a partition take its oldest request.
@@ -449,14 +495,14 @@ func (m *sessModel) actPartitionStep(t *rapid.T) {
 	switch in := req.Input.(type) {
 	case *core.Publish:
 		reply = core.Reply{Kind: core.ReplyPublished, Offset: 1}
-		if rapid.IntRange(0, 5).Draw(t, "publishFails") == 0 {
+		if chance(t, "publishFails", 15) {
 			reply = core.Reply{Kind: core.ReplyError, Err: core.ErrQueueFull}
 		}
 	case *core.Subscribe:
 		if _, dup := p.subs[in.SubID]; dup {
 			t.Fatalf("sub %d subscribed twice", in.SubID)
 		}
-		if rapid.IntRange(0, 5).Draw(t, "subscribeFails") == 0 {
+		if chance(t, "subscribeFails", 15) {
 			reply = core.Reply{Kind: core.ReplyError, Err: core.ErrTooManySubscriptions}
 		} else {
 			p.subs[in.SubID] = &modelSub{prefetch: max(in.Prefetch, 1), autoAck: in.AutoAck}
@@ -512,7 +558,7 @@ func (m *sessModel) deliverTo(q core.QueueID, id uint64) {
 	// Some payloads are large, so a client that reports nothing written
 	// reaches the outbox bound.
 	body := testBody("d")
-	if rapid.IntRange(0, 3).Draw(m.t, "large") == 0 {
+	if chance(m.t, "large", 5) {
 		body = &core.Body{Payload: make([]byte, 200<<10)}
 	}
 	m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: PartitionAddr(q), To: SessionAddr(sessTestID),
@@ -561,7 +607,7 @@ func (m *sessModel) actSubEnded(t *rapid.T) {
 }
 
 func (m *sessModel) actShutdown(t *rapid.T) {
-	if rapid.IntRange(0, 4).Draw(t, "drain") > 0 {
+	if !chance(t, "drain", 4) {
 		return // rare: a drain ends the session at its next disconnect
 	}
 	m.draining = true
@@ -583,6 +629,13 @@ func (m *sessModel) markUnannounceable(token uint64) {
 			m.announced[sub.id] = true
 		}
 	}
+}
+
+// chance draws an event of about pct percent. rapid favours small values
+// heavily (about 40% of IntRange(0, 99) lands in 0-9), so the event is the
+// top of the range, where the draws are close to uniform.
+func chance(t *rapid.T, label string, pct int) bool {
+	return rapid.IntRange(0, 99).Draw(t, label) >= 100-pct
 }
 
 func sortedModelSubs(p *modelPartition) []uint64 {

@@ -53,6 +53,7 @@ type pendingOp struct {
 	subID     uint64
 	recon     *reconcileRun // opRestore
 	entry     int           // opRestore: the entry it completes
+	confirm   confirmResult // opPublish: its answer, waiting for its turn
 }
 
 // sessionSub is one queue subscription of the session. It lives in the
@@ -175,6 +176,15 @@ func (s *Session) onOpened(now int64, m *Opened) {
 
 // failRequest answers a request that never reached its partition.
 func (s *Session) failRequest(r queuedRequest, code wire.ErrorCode, msg string) {
+	if r.token != 0 && r.kind == opPublish {
+		// Up-front: it skips the confirm order (PROTOCOL 7.2).
+		if _, ok := s.pending[r.token]; ok {
+			delete(s.pending, r.token)
+			s.replyError(r.gen, wire.OpError, r.requestID, code, msg)
+			s.releaseConfirms()
+		}
+		return
+	}
 	if r.token != 0 {
 		s.failOp(r.token, code, msg)
 		return
@@ -191,13 +201,14 @@ func (s *Session) failRequest(r queuedRequest, code wire.ErrorCode, msg string) 
 // PROTOCOL 6.1); a restore's failure becomes its reconcile entry.
 func (s *Session) failOp(token uint64, code wire.ErrorCode, msg string) {
 	op, ok := s.pending[token]
-	if !ok {
+	if !ok || op.confirm.done {
 		return
 	}
 	delete(s.pending, token)
 	switch op.kind {
 	case opPublish:
-		s.replyError(op.gen, wire.OpError, op.requestID, code, msg)
+		// The durable append failed: a confirm failure, in its turn.
+		s.confirmDone(token, op, confirmResult{done: true, failed: true, errCode: code, errMsg: msg})
 	case opSubscribe:
 		if sub := s.subsByID[op.subID]; sub != nil {
 			s.dropSub(sub)
@@ -218,22 +229,21 @@ func (s *Session) failOp(token uint64, code wire.ErrorCode, msg string) {
 // answered at most once.
 func (s *Session) onResponse(now int64, m *Response) {
 	op, ok := s.pending[m.Token]
-	if !ok {
-		return
+	if !ok || op.confirm.done {
+		return // answered already (a bounce, or this very answer twice)
 	}
 	if m.Reply.Kind == core.ReplyError {
 		sessionAssert(m.Reply.Err != nil, "an error reply without an error")
 		s.failOp(m.Token, wire.ErrorCode(m.Reply.Err.Code()), m.Reply.Err.Error())
 		return
 	}
-	delete(s.pending, m.Token)
 	switch op.kind {
 	case opPublish:
 		sessionAssert(m.Reply.Kind == core.ReplyPublished, "a publish answered with another reply")
-		s.publishOk = wire.PublishOk{Offset: m.Reply.Offset} // session-owned: no allocation
-		s.replyOn(op.gen, wire.OpPublishOk, op.requestID, &s.publishOk)
+		s.confirmDone(m.Token, op, confirmResult{done: true, offset: m.Reply.Offset})
 	case opSubscribe, opRestore:
 		sessionAssert(m.Reply.Kind == core.ReplySubscribed, "a subscribe answered with another reply")
+		delete(s.pending, m.Token)
 		s.onSubscribed(op)
 	default:
 		panic("node: a response for a token of another kind")

@@ -774,3 +774,43 @@ func TestSessionOpensAreBounded(t *testing.T) {
 		t.Fatalf("%d opens kept", len(h2.s.opens))
 	}
 }
+
+func TestSessionPublishConfirmsLeaveInArrivalOrder(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	qa, qb := core.QueueID{Topic: "a"}, core.QueueID{Topic: "b"}
+	a := h.frame(1, wire.OpPublish, wire.Publish{Topic: "a", RequireConfirm: true})
+	h.takeOpen(qa, 1, nil)
+	b := h.frame(1, wire.OpPublish, wire.Publish{Topic: "b", RequireConfirm: true})
+	h.takeOpen(qb, 1, nil)
+	// Rejections decided up front skip the order (PROTOCOL 7.2).
+	bad := h.frame(1, wire.OpPublish, wire.Publish{Topic: "a", RequireConfirm: true, Headers: wire.Headers{{Key: "stroma.x", Value: "1"}}})
+	h.expectError(1, wire.OpError, bad, wire.CodeInvalid)
+	c := h.frame(1, wire.OpPublish, wire.Publish{Topic: "a", RequireConfirm: true})
+	ra, rb := h.takeRequests(qa), h.takeRequest(qb)
+	// b's partition answers first: its confirm waits for a's.
+	h.fromPartition(qb, &Response{Token: rb.Token, Reply: core.Reply{Kind: core.ReplyError, Err: core.ErrQueueFull}})
+	h.expectNothing(1)
+	h.fromPartition(qa, &Response{Token: ra[1].Token, Reply: core.Reply{Kind: core.ReplyPublished, Offset: 8}})
+	h.expectNothing(1)
+	h.fromPartition(qa, &Response{Token: ra[0].Token, Reply: core.Reply{Kind: core.ReplyPublished, Offset: 7}})
+	if f := h.expect(1, wire.OpPublishOk); f.hdr.RequestID != a || f.body.(wire.PublishOk).Offset != 7 {
+		t.Fatalf("first confirm %+v", f)
+	}
+	h.expectError(1, wire.OpError, b, wire.CodeInternal)
+	if f := h.expect(1, wire.OpPublishOk); f.hdr.RequestID != c || f.body.(wire.PublishOk).Offset != 8 {
+		t.Fatalf("third confirm %+v", f)
+	}
+	// A partition that cannot be opened is an up-front rejection too.
+	d := h.frame(1, wire.OpPublish, wire.Publish{Topic: "a", RequireConfirm: true})
+	e := h.frame(1, wire.OpPublish, wire.Publish{Topic: "c", RequireConfirm: true})
+	h.takeOpen(core.QueueID{Topic: "c"}, 0, core.ErrInvalidSettings)
+	h.expectError(1, wire.OpError, e, wire.CodeInvalid)
+	h.fromPartition(qa, &Response{Token: h.takeRequest(qa).Token, Reply: core.Reply{Kind: core.ReplyPublished, Offset: 9}})
+	if f := h.expect(1, wire.OpPublishOk); f.hdr.RequestID != d {
+		t.Fatal("the confirm after a skipped rejection did not follow")
+	}
+	if len(h.s.pending) != 0 || len(h.s.confirms) != 0 {
+		t.Fatalf("%d pending, %d in the confirm order", len(h.s.pending), len(h.s.confirms))
+	}
+}
