@@ -74,9 +74,9 @@ func TestSessionAgainstModel(t *testing.T) {
 			}
 		}
 		m.finish(t)
-		sessionsRun += sessions
+		sessModelSessions += sessions
 	})
-	t.Logf("%d sessions, %d machine steps", sessionsRun, modelSteps)
+	t.Logf("%d sessions, %d machine steps", sessModelSessions, sessModelSteps)
 }
 
 var sessModelQueues = []core.QueueID{{Topic: "a"}, {Topic: "b", Group: "g"}}
@@ -86,11 +86,11 @@ type sessModel struct {
 	t        *rapid.T
 	nextConn ConnID
 	attached ConnID
-	conns    map[ConnID]*modelConn
+	conns    map[ConnID]*sessModelConn
 	authed   bool // AUTH_OK seen on some connection of the session
 	draining bool
 	nodeQ    []Message
-	parts    map[core.QueueID]*modelPartition
+	parts    map[core.QueueID]*sessModelPartition
 	// announced: sub ids the client was told (SUBSCRIBE_OK, RECONCILE_RESULT),
 	// or whose answer the session could not give (the asker was gone).
 	announced map[uint64]bool
@@ -100,7 +100,7 @@ type sessModel struct {
 	lostAtMs int64
 }
 
-type modelConn struct {
+type sessModelConn struct {
 	helloAtMs   int64
 	answered    bool // a non-AUTH request was answered, or needs no answer
 	outstanding map[uint64]wire.Opcode
@@ -111,12 +111,12 @@ type modelConn struct {
 	confirmed []uint64
 }
 
-type modelPartition struct {
+type sessModelPartition struct {
 	inbox []*Request
-	subs  map[uint64]*modelSub
+	subs  map[uint64]*sessModelSub
 }
 
-type modelSub struct {
+type sessModelSub struct {
 	prefetch uint32
 	autoAck  bool
 	paused   bool
@@ -125,7 +125,7 @@ type modelSub struct {
 
 func newSessModel(t *rapid.T) *sessModel {
 	grace := int64(3000)
-	if chance(t, "noGrace", 12) {
+	if sessChance(t, "noGrace", 12) {
 		grace = 0
 	}
 	h := newSessHarness(t, func(c *Config) {
@@ -134,14 +134,14 @@ func newSessModel(t *rapid.T) *sessModel {
 		c.FramePayloadBytesMax = 64 << 10
 		c.SubscriptionsPerSessionMax = 3
 	})
-	m := &sessModel{h: h, t: t, conns: map[ConnID]*modelConn{}, parts: map[core.QueueID]*modelPartition{},
+	m := &sessModel{h: h, t: t, conns: map[ConnID]*sessModelConn{}, parts: map[core.QueueID]*sessModelPartition{},
 		announced: map[uint64]bool{}, opened: map[core.QueueID]bool{}}
 	for _, q := range sessModelQueues {
-		m.parts[q] = &modelPartition{subs: map[uint64]*modelSub{}}
+		m.parts[q] = &sessModelPartition{subs: map[uint64]*sessModelSub{}}
 	}
-	m.parts[core.QueueID{Topic: "a", Partition: 1}] = &modelPartition{subs: map[uint64]*modelSub{}}
+	m.parts[core.QueueID{Topic: "a", Partition: 1}] = &sessModelPartition{subs: map[uint64]*sessModelSub{}}
 	m.actAttach(t)
-	if !chance(t, "startUnauthed", 10) {
+	if !sessChance(t, "startUnauthed", 10) {
 		m.sendFrame(m.attached, wire.OpAuth, wire.Auth{Username: "alice", Password: "pw"})
 		m.actAuthAnswer(t)
 	}
@@ -150,7 +150,7 @@ func newSessModel(t *rapid.T) *sessModel {
 
 // step feeds one input and checks everything it produced.
 func (m *sessModel) step(in Input) {
-	modelSteps++
+	sessModelSteps++
 	for token := range m.h.s.pending {
 		m.markUnannounceable(token)
 	}
@@ -179,7 +179,7 @@ func (m *sessModel) routeOut() {
 			}
 			// A ghost's Unsubscribe answers the partition that delivered.
 			if _, handBack := msg.Input.(*core.Unsubscribe); !m.opened[q] && !handBack {
-				m.t.Fatalf("request %s to %v before its Open succeeded", typeName(msg), q)
+				m.t.Fatalf("request %s to %v before its Open succeeded", sessTypeName(msg), q)
 			}
 			p.inbox = append(p.inbox, msg)
 		case *Open, *DeclareQueue, *SkeletonChanged, *SessionEnded, *AttachRefused:
@@ -207,7 +207,7 @@ func (m *sessModel) checkFrames() {
 	}
 }
 
-func (m *sessModel) checkFrame(c *modelConn, f sessFrame) {
+func (m *sessModel) checkFrame(c *sessModelConn, f sessFrame) {
 	op := f.hdr.Opcode
 	switch op {
 	case wire.OpDeliver, wire.OpPing, wire.OpSubscriptionClosed, wire.OpGoingAway:
@@ -270,11 +270,11 @@ func (m *sessModel) actAttach(t *rapid.T) {
 	}
 	m.nextConn++
 	conn := m.nextConn
-	m.conns[conn] = &modelConn{helloAtMs: m.h.now, outstanding: map[uint64]wire.Opcode{1: wire.OpHello}}
+	m.conns[conn] = &sessModelConn{helloAtMs: m.h.now, outstanding: map[uint64]wire.Opcode{1: wire.OpHello}}
 	ended := m.h.ended
 	old := m.attached
 	// The client's first frames may overtake the Attach envelope.
-	if !ended && chance(t, "early", 25) {
+	if !ended && sessChance(t, "early", 25) {
 		m.sendFrame(conn, wire.OpPing, wire.Ping{})
 	}
 	if !ended {
@@ -354,13 +354,13 @@ func (m *sessModel) drawFrame(t *rapid.T) (wire.Opcode, wire.Body) {
 	kinds := []string{"publish", "subscribe", "ack", "publish", "nack", "ping", "subscribe", "reconcile", "topology",
 		"declare", "pong", "auth", "odd"}
 	kind := rapid.SampledFrom(kinds).Draw(t, "op")
-	if !m.h.s.authed && !chance(t, "strayBeforeAuth", 20) {
+	if !m.h.s.authed && !sessChance(t, "strayBeforeAuth", 20) {
 		kind = "auth" // clients authenticate first; stray frames before it end the session
 	}
 	switch kind {
 	case "auth":
 		pw := "pw"
-		if chance(t, "badPassword", 15) {
+		if sessChance(t, "badPassword", 15) {
 			pw = "bad"
 		}
 		return wire.OpAuth, wire.Auth{Username: "alice", Password: pw}
@@ -370,7 +370,7 @@ func (m *sessModel) drawFrame(t *rapid.T) (wire.Opcode, wire.Body) {
 		return wire.OpPong, wire.Pong{}
 	case "publish":
 		topic := q.Topic
-		if chance(t, "badTopic", 10) {
+		if sessChance(t, "badTopic", 10) {
 			topic = "BAD"
 		}
 		return wire.OpPublish, wire.Publish{Topic: topic, Group: group, Partition: q.Partition,
@@ -429,7 +429,7 @@ func (m *sessModel) actTick(t *rapid.T) {
 	m.h.now += rapid.Int64Range(0, 2500).Draw(t, "dtMs")
 	m.step(&Tick{NowMs: m.h.now})
 	// A live client heartbeats too (PROTOCOL 1.5); a silent one is cut.
-	if m.attached != 0 && !m.h.closed[m.attached] && !chance(t, "silent", 10) {
+	if m.attached != 0 && !m.h.closed[m.attached] && !sessChance(t, "silent", 10) {
 		m.sendFrame(m.attached, wire.OpPing, wire.Ping{})
 	}
 }
@@ -449,7 +449,7 @@ func (m *sessModel) actWritten(t *rapid.T) {
 func (m *sessModel) actNodeStep(t *rapid.T) {
 	// Skeletons, ends and refusals need no answer: the Node takes them
 	// as they come.
-	for len(m.nodeQ) > 0 && !needsAnswer(m.nodeQ[0]) {
+	for len(m.nodeQ) > 0 && !sessNeedsAnswer(m.nodeQ[0]) {
 		m.nodeQ = m.nodeQ[1:]
 	}
 	if len(m.nodeQ) == 0 {
@@ -461,7 +461,7 @@ func (m *sessModel) actNodeStep(t *rapid.T) {
 	case *Open:
 		q := core.QueueID{Topic: msg.Topic, Group: msg.Group, Partition: msg.Partition}
 		var err *core.Error
-		if q.Partition > 0 || chance(t, "openFails", 10) {
+		if q.Partition > 0 || sessChance(t, "openFails", 10) {
 			err = core.ErrInvalidSettings
 		} else {
 			m.opened[q] = true
@@ -474,7 +474,7 @@ func (m *sessModel) actNodeStep(t *rapid.T) {
 	}
 }
 
-func needsAnswer(msg Message) bool {
+func sessNeedsAnswer(msg Message) bool {
 	switch msg.(type) {
 	case *Open, *DeclareQueue:
 		return true
@@ -495,17 +495,17 @@ func (m *sessModel) actPartitionStep(t *rapid.T) {
 	switch in := req.Input.(type) {
 	case *core.Publish:
 		reply = core.Reply{Kind: core.ReplyPublished, Offset: 1}
-		if chance(t, "publishFails", 15) {
+		if sessChance(t, "publishFails", 15) {
 			reply = core.Reply{Kind: core.ReplyError, Err: core.ErrQueueFull}
 		}
 	case *core.Subscribe:
 		if _, dup := p.subs[in.SubID]; dup {
 			t.Fatalf("sub %d subscribed twice", in.SubID)
 		}
-		if chance(t, "subscribeFails", 15) {
+		if sessChance(t, "subscribeFails", 15) {
 			reply = core.Reply{Kind: core.ReplyError, Err: core.ErrTooManySubscriptions}
 		} else {
-			p.subs[in.SubID] = &modelSub{prefetch: max(in.Prefetch, 1), autoAck: in.AutoAck}
+			p.subs[in.SubID] = &sessModelSub{prefetch: max(in.Prefetch, 1), autoAck: in.AutoAck}
 			reply = core.Reply{Kind: core.ReplySubscribed}
 			// The partition dispatches in the step that subscribes: its
 			// deliveries may reach the session ahead of the answer.
@@ -538,7 +538,7 @@ func (m *sessModel) actPartitionStep(t *rapid.T) {
 func (m *sessModel) actDeliver(t *rapid.T) {
 	q := rapid.SampledFrom(sessModelQueues).Draw(t, "dq")
 	p := m.parts[q]
-	ids := sortedModelSubs(p)
+	ids := sessSortedModelSubs(p)
 	if len(ids) == 0 {
 		return
 	}
@@ -557,8 +557,8 @@ func (m *sessModel) deliverTo(q core.QueueID, id uint64) {
 	m.nextTag++
 	// Some payloads are large, so a client that reports nothing written
 	// reaches the outbox bound.
-	body := testBody("d")
-	if chance(m.t, "large", 5) {
+	body := sessBody("d")
+	if sessChance(m.t, "large", 5) {
 		body = &core.Body{Payload: make([]byte, 200<<10)}
 	}
 	m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: PartitionAddr(q), To: SessionAddr(sessTestID),
@@ -569,7 +569,7 @@ func (m *sessModel) deliverTo(q core.QueueID, id uint64) {
 func (m *sessModel) actLeaseExpiry(t *rapid.T) {
 	q := rapid.SampledFrom(sessModelQueues).Draw(t, "lq")
 	p := m.parts[q]
-	for _, id := range sortedModelSubs(p) {
+	for _, id := range sessSortedModelSubs(p) {
 		if p.subs[id].inflight > 0 {
 			p.subs[id].inflight--
 			return
@@ -581,14 +581,14 @@ func (m *sessModel) actGhost(t *rapid.T) {
 	q := rapid.SampledFrom(sessModelQueues).Draw(t, "gq")
 	id := uint64(sessTestID)<<subSeqBits | 1<<20
 	m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: PartitionAddr(q), To: SessionAddr(sessTestID),
-		Msg: &Deliveries{Queue: q, SubID: id, Items: []core.Delivery{{SubID: id, Tag: 1, Body: testBody("g")}}}}})
+		Msg: &Deliveries{Queue: q, SubID: id, Items: []core.Delivery{{SubID: id, Tag: 1, Body: sessBody("g")}}}}})
 	p := m.parts[q]
 	if len(p.inbox) == 0 {
 		t.Fatal("a ghost delivery was not handed back")
 	}
 	last := p.inbox[len(p.inbox)-1]
 	if u, ok := last.Input.(*core.Unsubscribe); !ok || u.SubID != id {
-		t.Fatalf("a ghost delivery was answered with %s", typeName(last))
+		t.Fatalf("a ghost delivery was answered with %s", sessTypeName(last))
 	}
 	p.inbox = p.inbox[:len(p.inbox)-1]
 }
@@ -596,7 +596,7 @@ func (m *sessModel) actGhost(t *rapid.T) {
 func (m *sessModel) actSubEnded(t *rapid.T) {
 	q := rapid.SampledFrom(sessModelQueues).Draw(t, "eq")
 	p := m.parts[q]
-	ids := sortedModelSubs(p)
+	ids := sessSortedModelSubs(p)
 	if len(ids) == 0 {
 		return
 	}
@@ -607,7 +607,7 @@ func (m *sessModel) actSubEnded(t *rapid.T) {
 }
 
 func (m *sessModel) actShutdown(t *rapid.T) {
-	if !chance(t, "drain", 4) {
+	if !sessChance(t, "drain", 4) {
 		return // rare: a drain ends the session at its next disconnect
 	}
 	m.draining = true
@@ -631,14 +631,14 @@ func (m *sessModel) markUnannounceable(token uint64) {
 	}
 }
 
-// chance draws an event of about pct percent. rapid favours small values
+// sessChance draws an event of about pct percent. rapid favours small values
 // heavily (about 40% of IntRange(0, 99) lands in 0-9), so the event is the
 // top of the range, where the draws are close to uniform.
-func chance(t *rapid.T, label string, pct int) bool {
+func sessChance(t *rapid.T, label string, pct int) bool {
 	return rapid.IntRange(0, 99).Draw(t, label) >= 100-pct
 }
 
-func sortedModelSubs(p *modelPartition) []uint64 {
+func sessSortedModelSubs(p *sessModelPartition) []uint64 {
 	ids := make([]uint64, 0, len(p.subs))
 	for id := range p.subs {
 		ids = append(ids, id)
@@ -658,7 +658,7 @@ func (m *sessModel) checkDormantPaused() {
 		if len(p.inbox) > 0 {
 			continue
 		}
-		for _, id := range sortedModelSubs(p) {
+		for _, id := range sessSortedModelSubs(p) {
 			if !p.subs[id].paused && m.h.s.subsByID[id] != nil {
 				m.t.Fatalf("dormant session's sub %d on %v is not paused", id, q)
 			}
@@ -695,7 +695,7 @@ func (m *sessModel) finish(t *rapid.T) {
 		}
 	}
 	for _, q := range sessModelQueues {
-		if ids := sortedModelSubs(m.parts[q]); len(ids) > 0 {
+		if ids := sessSortedModelSubs(m.parts[q]); len(ids) > 0 {
 			t.Fatalf("ghost subscriptions %v on %v after the session ended", ids, q)
 		}
 	}
@@ -709,7 +709,7 @@ func (m *sessModel) drainPartition(q core.QueueID) {
 	reply := core.Reply{Kind: core.ReplyPublished}
 	switch in := req.Input.(type) {
 	case *core.Subscribe:
-		p.subs[in.SubID] = &modelSub{prefetch: max(in.Prefetch, 1)}
+		p.subs[in.SubID] = &sessModelSub{prefetch: max(in.Prefetch, 1)}
 		reply = core.Reply{Kind: core.ReplySubscribed}
 	case *core.Unsubscribe:
 		delete(p.subs, in.SubID)
@@ -720,4 +720,4 @@ func (m *sessModel) drainPartition(q core.QueueID) {
 	}
 }
 
-var sessionsRun, modelSteps int
+var sessModelSessions, sessModelSteps int
