@@ -38,6 +38,8 @@ type heldFrame struct {
 	err     error
 }
 
+// copyFrame keeps a frame past its Step: the payload is copied, since the
+// driver reuses its read buffer for the next frame.
 func copyFrame(in *Frame) heldFrame {
 	return heldFrame{header: in.Header, payload: append([]byte(nil), in.Payload...), err: in.Err}
 }
@@ -309,6 +311,8 @@ func (s *Session) replyOn(gen uint64, op wire.Opcode, requestID uint64, body wir
 	s.emit(s.conn, op, requestID, body)
 }
 
+// replyError sends an error body (FER1, PROTOCOL 5.21) on the frame kind
+// the request expects, if its attachment is still the current one.
 func (s *Session) replyError(gen uint64, op wire.Opcode, requestID uint64, code wire.ErrorCode, msg string) {
 	s.replyOn(gen, op, requestID, &wire.ErrorBody{Code: code, Message: msg})
 }
@@ -328,6 +332,8 @@ func (s *Session) push(op wire.Opcode, requestID uint64, body wire.Body) {
 	s.checkOutbox()
 }
 
+// nextServerReqID draws from the connection's own request-id space; clients
+// dispatch pushes by opcode, so these ids may collide with theirs.
 func (s *Session) nextServerReqID() uint64 {
 	s.serverReqID++
 	return s.serverReqID

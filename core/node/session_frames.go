@@ -219,6 +219,7 @@ func (s *Session) handleAuth(hdr wire.Header, payload []byte) {
 	// A resumed session is authenticated already, but its client sends
 	// AUTH on every connect: the check runs again and answers AUTH_OK.
 	// Everything the connection sends from now on waits for the answer.
+	sessionAssert(!s.auth.pending, "a second password check while one runs")
 	token := s.newToken()
 	s.auth = authWait{pending: true, token: token, gen: s.gen, requestID: hdr.RequestID,
 		username: auth.Username, password: auth.Password}
@@ -275,6 +276,7 @@ func (s *Session) authVerdict(in *AuthChecked, username, password string) (bool,
 // serveWaiting serves frames that waited, in order; if one of them starts
 // another password check, the rest wait again behind it.
 func (s *Session) serveWaiting(now int64, frames []heldFrame) {
+	sessionAssert(len(frames) <= authWaitingFramesMax, "more frames waited than the bound allows")
 	conn := s.conn
 	for i := range frames {
 		if s.conn != conn || s.conn == 0 {

@@ -28,15 +28,15 @@ const (
 // every step but the TTL (absent on a delayed publish) and not_before.
 type publishArgs struct {
 	topic       string
-	group       wire.Optional[string]
-	partition   uint32
+	group       wire.Optional[string] // as sent: normalised by queueOf
+	partition   uint32                // chosen by the client (PROTOCOL 2.2)
 	confirm     bool
 	contentType wire.ContentType
 	headers     wire.Headers
-	publishedMs uint64
-	payload     []byte
+	publishedMs uint64 // the producer's clock, echoed as is
+	payload     []byte // the decoder's copy, owned from here on
 	ttl         wire.Optional[uint64]
-	notBeforeMs uint64
+	notBeforeMs uint64 // PUBLISH_DELAYED only: absolute Unix ms
 	delayed     bool
 }
 
@@ -184,6 +184,7 @@ func (s *Session) newSub(q core.QueueID, prefetch uint32, autoAck bool) (*sessio
 	sub := &sessionSub{id: id, key: q, group: groupOpt(q.Group), prefetch: prefetch, autoAck: autoAck}
 	s.subs[q] = sub
 	s.subsByID[id] = sub
+	sessionAssert(len(s.subs) == len(s.subsByID), "the subscription indexes disagree")
 	return sub, ""
 }
 
@@ -201,6 +202,9 @@ func (s *Session) handleAck(m *wire.Ack) {
 	if sub == nil {
 		return
 	}
+	// The partition ignores unknown, settled and foreign tags itself (and
+	// bounds the batch): the session only routes.
+	sessionAssert(s.subsByID[sub.id] == sub, "an ack routed to a dropped subscription")
 	s.toPartition(sub.key, queuedRequest{input: &core.Ack{SubID: sub.id, Tags: m.Tags}})
 }
 
@@ -271,6 +275,7 @@ func (s *Session) handleDeclare(requestID uint64, d *wire.DeclareQueue) {
 	if d.PartitionCount.Present && d.PartitionCount.Value > 1 {
 		msg.PartitionCount = d.PartitionCount.Value
 	}
+	sessionAssert(msg.PartitionCount >= 1, "a declare of no partitions")
 	if msg.PartitionCount > s.cfg.PartitionsPerQueueMax {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid,
 			Message: fmt.Sprintf("partition_count %d exceeds the limit of %d", msg.PartitionCount, s.cfg.PartitionsPerQueueMax)})

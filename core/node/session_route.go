@@ -63,9 +63,9 @@ type pendingOp struct {
 // (or RECONCILE_RESULT) announced the subscription.
 type sessionSub struct {
 	id            uint64
-	key           core.QueueID
-	group         wire.Optional[string]
-	prefetch      uint32 // as requested (echoed unclamped)
+	key           core.QueueID          // normalised (topic, group, partition)
+	group         wire.Optional[string] // key.Group as frames carry it
+	prefetch      uint32                // as requested (echoed unclamped)
 	autoAck       bool
 	subscribeSent bool // the Subscribe left (or is queued behind the Open)
 	active        bool // the partition accepted it
@@ -78,10 +78,10 @@ type sessionSub struct {
 // creates the queue if it was never declared (SPEC 1) and loads the
 // partition; until it answers, requests wait here in arrival order.
 type partitionOpen struct {
-	token      uint64
+	token      uint64 // the Open's, to tell its answer from a stale one
 	opened     bool
-	partitions uint32
-	waiting    []queuedRequest
+	partitions uint32          // the queue's count, from the Node
+	waiting    []queuedRequest // in arrival order; nil once opened
 }
 
 // queuedRequest is a partition input on its way; gen and requestID answer
@@ -280,6 +280,7 @@ func (s *Session) onSubscribed(op pendingOp) {
 // announce lets a subscription's deliveries flow (its SUBSCRIBE_OK or
 // RECONCILE_RESULT went out first, PROTOCOL 5.6).
 func (s *Session) announce(sub *sessionSub) {
+	sessionAssert(sub.active, "a subscription announced before its partition accepted it")
 	sub.announced = true
 	if s.conn != 0 && s.gateOpen && len(sub.held) > 0 {
 		s.flushSub(sub)
@@ -414,6 +415,8 @@ func (s *Session) encodeDeliver(sub *sessionSub, d *core.Delivery) {
 
 // onSubscriptionEnded: the partition ended a subscription on its side.
 func (s *Session) onSubscriptionEnded(m *SubscriptionEnded) {
+	// The Host knows the subscription, so the session still does unless it
+	// dropped it itself (its Unsubscribe crossed this message).
 	sub := s.subsByID[m.SubID]
 	if sub == nil || sub.key != m.Queue {
 		return
@@ -483,6 +486,8 @@ func (s *Session) pauseSubscriptions(paused bool) {
 	}
 }
 
+// resumeSubscriptions restarts deliveries to a resumed session; those
+// already held go out once the gate opens.
 func (s *Session) resumeSubscriptions() { s.pauseSubscriptions(false) }
 
 // skeletonChanged tells the Node the session's accepted subscriptions, so
@@ -509,6 +514,7 @@ func sortedSubKeys(subs map[subKey]*sessionSub) []subKey {
 	return keys
 }
 
+// sortedOpenKeys orders the opens (determinism, as sortedSubKeys).
 func sortedOpenKeys(opens map[core.QueueID]*partitionOpen) []core.QueueID {
 	keys := make([]core.QueueID, 0, len(opens))
 	for k := range opens {
@@ -533,6 +539,8 @@ func compareQueueIDs(a, b core.QueueID) int {
 	return 0
 }
 
+// stringsCompare is strings.Compare, kept here so the comparisons read as
+// one family.
 func stringsCompare(a, b string) int {
 	if a < b {
 		return -1
