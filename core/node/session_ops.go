@@ -142,13 +142,14 @@ func (s *Session) handleSubscribe(requestID uint64, m *wire.Subscribe) {
 		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: err.Error()})
 		return
 	}
-	if m.ConsumerGroup.Present {
-		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: msgCohorts})
-		return
-	}
-	// A pending subscribe counts: a second one would orphan the first.
+	// PROTOCOL 5.6's order: the duplicate check comes before the cohort
+	// checks. A pending subscribe counts: a second one would orphan it.
 	if _, dup := s.subs[q]; dup {
 		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeConflict, Message: "already subscribed"})
+		return
+	}
+	if m.ConsumerGroup.Present {
+		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: msgCohorts})
 		return
 	}
 	// Prefetch is kept as requested: the partition clamps it, the

@@ -483,6 +483,8 @@ func TestSessionSubscribeRefusals(t *testing.T) {
 	h.takeOut()
 	id = h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "orders", Group: wire.Some("default")})
 	h.expectError(1, wire.OpSubscribeErr, id, wire.CodeConflict)
+	id = h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "orders", ConsumerGroup: wire.Some("c")})
+	h.expectError(1, wire.OpSubscribeErr, id, wire.CodeConflict) // the duplicate check comes first
 	h.subscribe(1, core.QueueID{Topic: "b"}, 1, false)
 	id = h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "c"})
 	h.expectError(1, wire.OpSubscribeErr, id, wire.CodeInternal)
