@@ -73,7 +73,7 @@ func (h *sessHarness) step(in Input) *Ready {
 		if h.closed[snd.Conn] {
 			h.t.Fatalf("frames sent to closed connection %d", snd.Conn)
 		}
-		h.sent[snd.Conn] = append(h.sent[snd.Conn], decodeFrames(h.t, snd.Bytes)...)
+		h.sent[snd.Conn] = append(h.sent[snd.Conn], sessDecodeFrames(h.t, snd.Bytes)...)
 	}
 	for _, c := range rd.Close {
 		h.closed[c] = true
@@ -83,7 +83,7 @@ func (h *sessHarness) step(in Input) *Ready {
 			h.t.Fatalf("envelope from %v", env.From)
 		}
 		if h.ended {
-			if !isEndedEnvelope(env.Msg) {
+			if !sessIsEndedEnvelope(env.Msg) {
 				h.t.Fatalf("an ended session sent %T", env.Msg)
 			}
 		}
@@ -99,7 +99,7 @@ func (h *sessHarness) step(in Input) *Ready {
 	return rd
 }
 
-func isEndedEnvelope(m Message) bool {
+func sessIsEndedEnvelope(m Message) bool {
 	switch m := m.(type) {
 	case *AttachRefused:
 		return true
@@ -110,7 +110,7 @@ func isEndedEnvelope(m Message) bool {
 	return false
 }
 
-func decodeFrames(t sessT, b []byte) []sessFrame {
+func sessDecodeFrames(t sessT, b []byte) []sessFrame {
 	t.Helper()
 	var out []sessFrame
 	for len(b) > 0 {
@@ -258,7 +258,7 @@ func (h *sessHarness) takeOpen(q core.QueueID, partitions uint32, err *core.Erro
 		rest = append(rest, env)
 	}
 	if open == nil {
-		h.t.Fatalf("no Open sent; out: %v", describeOut(h.out))
+		h.t.Fatalf("no Open sent; out: %v", sessDescribeOut(h.out))
 	}
 	if open.Topic != q.Topic || open.Group != q.Group || open.Partition != q.Partition {
 		h.t.Fatalf("Open %+v for %v", open, q)
@@ -286,28 +286,28 @@ func (h *sessHarness) takeRequest(q core.QueueID) *Request {
 	h.t.Helper()
 	reqs := h.takeRequests(q)
 	if len(reqs) != 1 {
-		h.t.Fatalf("expected one request to %v, got %d (%v)", q, len(reqs), describeOut(h.out))
+		h.t.Fatalf("expected one request to %v, got %d (%v)", q, len(reqs), sessDescribeOut(h.out))
 	}
 	return reqs[0]
 }
 
-func describeOut(out []Envelope) []string {
+func sessDescribeOut(out []Envelope) []string {
 	var s []string
 	for _, env := range out {
-		s = append(s, env.To.String()+":"+typeName(env.Msg))
+		s = append(s, env.To.String()+":"+sessTypeName(env.Msg))
 	}
 	return s
 }
 
-func typeName(v any) string {
+func sessTypeName(v any) string {
 	switch v := v.(type) {
 	case *Request:
-		return "Request/" + typeName(v.Input)
+		return "Request/" + sessTypeName(v.Input)
 	}
-	return stringsTrimPointer(v)
+	return sessMsgName(v)
 }
 
-func stringsTrimPointer(v any) string {
+func sessMsgName(v any) string {
 	s := ""
 	switch v.(type) {
 	case *core.Publish:
@@ -357,6 +357,6 @@ func (h *sessHarness) subscribe(conn ConnID, q core.QueueID, prefetch uint32, au
 	return sub.SubID
 }
 
-func testBody(payload string) *core.Body {
+func sessBody(payload string) *core.Body {
 	return &core.Body{Payload: []byte(payload), PublishedMs: 11, ReceivedMs: 22}
 }
