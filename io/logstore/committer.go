@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
 )
 
 // Group commit. Invariants:
@@ -318,16 +319,25 @@ func (c *Committer) writeRound(round []core.Entry, snapshot *snapshotRequest) er
 		if err := l.Append(round); err != nil {
 			return err
 		}
+		roundLast := round[len(round)-1].Index
+		early := mutant.On(mutant.DurableOnSubmit)
+		if early {
+			// Broken on purpose: the round is reported durable before its
+			// fsync has even started.
+			c.onDurable(roundLast, l.appendStored(nil, round), nil)
+		}
 		if err := l.Sync(); err != nil {
 			return err
 		}
 		after := l.Stats()
-		assertTrue(l.SyncedIndex() == round[len(round)-1].Index, "a round is durable up to its last entry")
+		assertTrue(l.SyncedIndex() == roundLast, "a round is durable up to its last entry")
 		c.rounds.Add(1)
 		c.batches.Add(after.Batches - before.Batches)
 		c.syncs.Add(after.Syncs - before.Syncs)
 		c.entries.Add(uint64(len(round)))
-		c.onDurable(l.SyncedIndex(), l.appendStored(nil, round), nil)
+		if !early {
+			c.onDurable(l.SyncedIndex(), l.appendStored(nil, round), nil)
+		}
 	}
 	if snapshot != nil {
 		assertTrue(snapshot.index <= l.SyncedIndex(), "a snapshot request follows its entries")

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
 	"github.com/tidwall/wal"
 )
 
@@ -206,6 +207,10 @@ func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64, blob
 	}
 	res.lastIndex = segments[0].firstIndex - 1
 	next := segments[0].firstIndex
+	// Broken variants (mutant): recovery without its CRC checks, or keeping
+	// a torn last record of the tail segment.
+	skipCRC := mutant.On(mutant.SkipCRC)
+	acceptTorn := mutant.On(mutant.AcceptTornTail)
 	for k := range segments {
 		seg := &segments[k]
 		if seg.firstIndex != next {
@@ -227,14 +232,19 @@ func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64, blob
 			case !f.ok:
 				reason = CutBadFrame
 			case next > snapshotIndex:
-				e, ref, isBlob, reason = checkRecord(f.data, next, res.lastEpoch)
+				e, ref, isBlob, reason = checkRecord(f.data, next, res.lastEpoch, skipCRC || (acceptTorn && f.reachesEOF && k == len(segments)-1))
 			}
 			if reason == CutNone && isBlob && !res.refFollows(ref) {
 				reason = CutUndecodable
 			}
 			if reason == CutNone && isBlob {
-				if reason, err = blobs.check(ref); err != nil {
+				if reason, err = blobs.check(ref, skipCRC); err != nil {
 					return res, err
+				}
+				if acceptTorn && f.reachesEOF && k == len(segments)-1 {
+					// Broken on purpose: the last record is kept whatever
+					// became of its payload.
+					reason = CutNone
 				}
 				e.Body.Ref = ref.payloadRef()
 			}

@@ -12,7 +12,7 @@ import (
 
 // writeLog makes a closed log of count mixed entries in small segments and
 // returns them.
-func writeLog(t *testing.T, dir string, opts Options, count int, seed uint64) []core.Entry {
+func writeLog(t testing.TB, dir string, opts Options, count int, seed uint64) []core.Entry {
 	t.Helper()
 	l, _ := openLog(t, dir, opts)
 	gen := newEntryGen(seed, 300)
@@ -29,7 +29,7 @@ func writeLog(t *testing.T, dir string, opts Options, count int, seed uint64) []
 }
 
 // tailWithRecords returns the tail segment, which must hold records.
-func tailWithRecords(t *testing.T, dir string) segmentFile {
+func tailWithRecords(t testing.TB, dir string) segmentFile {
 	t.Helper()
 	segs := segmentsOf(t, dir)
 	tail := segs[len(segs)-1]
@@ -102,7 +102,9 @@ func TestTornTailEveryOffset(t *testing.T) {
 
 // TestTornTailFlippedLastRecord: a complete last frame whose bytes are wrong
 // (a write whose pages reached the disk only in part) is a torn tail too.
-func TestTornTailFlippedLastRecord(t *testing.T) {
+func TestTornTailFlippedLastRecord(t *testing.T) { checkTornTailFlippedLastRecord(t) }
+
+func checkTornTailFlippedLastRecord(t testing.TB) {
 	dir := t.TempDir()
 	opts := testOptions(4<<10, CorruptionRefuse)
 	all := writeLog(t, dir, opts, 40, 4)
