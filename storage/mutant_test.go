@@ -1,4 +1,4 @@
-package logstore
+package storage
 
 import (
 	"fmt"
@@ -106,7 +106,7 @@ func checkReportsFollowFsync(t testing.TB) {
 	defer l.Close()
 	var mu sync.Mutex
 	var bad []string
-	c := NewCommitter(l, func(upTo uint64, _ []StoredPayload, err error) {
+	c := newPlanCommitter(l, func(upTo uint64, _ []StoredPayload, err error) {
 		if err == nil && l.SyncedIndex() < upTo {
 			mu.Lock()
 			bad = append(bad, fmt.Sprintf("reported %d with only %d fsynced", upTo, l.SyncedIndex()))
@@ -173,7 +173,7 @@ func checkFlippedPayloadByteRefused(t testing.TB) {
 	seg := segmentsOf(t, dir)[0]
 	starts := frameStarts(t, filepath.Join(dir, seg.name))
 	flipByte(t, filepath.Join(dir, seg.name), (starts[4]+starts[5])/2)
-	l2, rec, err := Open(dir, opts)
+	l2, rec, err := Open(testEnv, dir, opts)
 	if err == nil {
 		l2.Close()
 		t.Fatalf("opened with %d entries; want the flipped record refused", len(rec.Entries))

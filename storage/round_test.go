@@ -1,9 +1,8 @@
-package logstore
+package storage
 
 import (
 	"encoding/binary"
 	"hash/crc32"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -34,7 +33,7 @@ func TestBlobFileOfTheLastRoundMissing(t *testing.T) {
 		t.Fatalf("the last round started no blob file (%d files before, %d after)", filesBefore, len(blobs))
 	}
 	newest := blobs[len(blobs)-1]
-	if err := os.Remove(filepath.Join(dir, blobName(newest.id))); err != nil {
+	if err := tfs.Remove(filepath.Join(dir, blobName(newest.id))); err != nil {
 		t.Fatal(err)
 	}
 	l, rec := openLog(t, dir, opts)
