@@ -116,11 +116,11 @@ func (FS) SyncDir(dir string) error {
 type file struct{ f *os.File }
 
 func (f file) ReadAt(p []byte, offsetBytes int64) (int, error) { return f.f.ReadAt(p, offsetBytes) }
-func (f file) Write(p []byte) (int, error)                      { return f.f.Write(p) }
-func (f file) Truncate(sizeBytes int64) error                   { return f.f.Truncate(sizeBytes) }
-func (f file) Sync() error                                      { return f.f.Sync() }
-func (f file) Datasync() error                                  { return datasync(f.f) }
-func (f file) Close() error                                     { return f.f.Close() }
+func (f file) Write(p []byte) (int, error)                     { return f.f.Write(p) }
+func (f file) Truncate(sizeBytes int64) error                  { return f.f.Truncate(sizeBytes) }
+func (f file) Sync() error                                     { return f.f.Sync() }
+func (f file) Datasync() error                                 { return datasync(f.f) }
+func (f file) Close() error                                    { return f.f.Close() }
 
 func (f file) SizeBytes() (int64, error) {
 	info, err := f.f.Stat()
