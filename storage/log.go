@@ -281,20 +281,25 @@ func (l *Log) writeBatch(batchBytes int) error {
 // entry needs an fsync of its own. TestSegmentMirror checks this against
 // the directory.
 func (l *Log) mirrorSegmentRolls(frameSizes []int) int {
+	return mirrorRolls(&l.tailSegmentBytes, l.opts.SegmentSizeBytes, frameSizes)
+}
+
+// mirrorRolls is mirrorSegmentRolls over a tail of *tailBytes.
+func mirrorRolls(tailBytes *int, segmentSizeBytes int, frameSizes []int) int {
 	assertTrue(len(frameSizes) > 0, "a batch holds records")
 	rolls := 0
-	if l.tailSegmentBytes > l.opts.SegmentSizeBytes {
-		l.tailSegmentBytes = 0
+	if *tailBytes > segmentSizeBytes {
+		*tailBytes = 0
 		rolls++
 	}
 	for _, n := range frameSizes {
-		l.tailSegmentBytes += n
-		if l.tailSegmentBytes >= l.opts.SegmentSizeBytes {
-			l.tailSegmentBytes = 0
+		*tailBytes += n
+		if *tailBytes >= segmentSizeBytes {
+			*tailBytes = 0
 			rolls++
 		}
 	}
-	assertTrue(l.tailSegmentBytes < l.opts.SegmentSizeBytes, "a tail that reached the size has rolled")
+	assertTrue(*tailBytes < segmentSizeBytes, "a tail that reached the size has rolled")
 	return rolls
 }
 
@@ -406,13 +411,19 @@ func (l *Log) truncateFront(firstIndex uint64) error {
 // loadTailSegmentBytes reads the size of the tail segment from the directory
 // (after Open or a truncation, when tidwall reloaded its tail from disk).
 func (l *Log) loadTailSegmentBytes() error {
-	listing, err := listDir(l.fs, l.dir)
+	n, err := tailSegmentBytes(l.fs, l.dir)
+	l.tailSegmentBytes = n
+	return err
+}
+
+// tailSegmentBytes is the size of the last segment file in dir.
+func tailSegmentBytes(fs fsys.FS, dir string) (int, error) {
+	listing, err := listDir(fs, dir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	assertTrue(len(listing.segments) > 0, "tidwall keeps a tail segment")
-	l.tailSegmentBytes = int(listing.segments[len(listing.segments)-1].sizeBytes)
-	return nil
+	return int(listing.segments[len(listing.segments)-1].sizeBytes), nil
 }
 
 // SizeBytes returns the bytes the log's files take (segments, snapshot and
