@@ -124,6 +124,8 @@ const (
 // tearFile leaves the file with what its disk holds after the power loss.
 func (fs *FS) tearFile(ino *inode) {
 	if !ino.dirty {
+		// Clean, or pages a failed fsync left readable but never wrote.
+		ino.data = append([]byte(nil), ino.durable...)
 		return
 	}
 	durableBytes := len(ino.durable)
