@@ -482,12 +482,21 @@ func (ino *inode) makeDurable() {
 	from := min(ino.dirtyFrom, len(ino.durable))
 	ino.durable = append(ino.durable[:from], ino.data[from:]...)
 	ino.dirty = false
+	assertTrue(len(ino.durable) == len(ino.data), "a synced file's disk holds its page cache")
+}
+
+// assertTrue panics with why when cond is false: only a bug breaks it.
+func assertTrue(cond bool, why string) {
+	if !cond {
+		panic("fibril/simfs invariant violated: " + why)
+	}
 }
 
 // loseDirty drops the dirty pages: the file reads as its durable bytes.
 func (ino *inode) loseDirty() {
 	ino.data = append([]byte(nil), ino.durable...)
 	ino.dirty = false
+	assertTrue(len(ino.data) == len(ino.durable), "dropped pages leave the disk's bytes")
 }
 
 // loseDirtyKeepPages marks the dirty pages clean without writing them:
@@ -496,4 +505,5 @@ func (ino *inode) loseDirtyKeepPages() {
 	from := min(ino.dirtyFrom, len(ino.durable), len(ino.data))
 	ino.durable = append(ino.durable[:from], make([]byte, len(ino.data)-from)...)
 	ino.dirty = false
+	assertTrue(len(ino.durable) == len(ino.data), "kept pages keep the file's size on the disk")
 }
