@@ -159,30 +159,42 @@ func TestRecordLogDurableAcrossPowerLosses(t *testing.T) {
 		durable, snapshotIndex := 0, uint64(0)
 		live := true
 		for range rapid.IntRange(1, 30).Draw(t, "steps") {
-			switch op := rapid.IntRange(0, 9).Draw(t, "op"); {
+			// Now and then the process stops inside the next call.
+			stops := fs.Counters().Crashes + fs.Counters().PowerLosses
+			if live && rapid.IntRange(0, 4).Draw(t, "stop inside") == 0 {
+				fs.StopAtSync(rapid.Uint64Range(1, 4).Draw(t, "at fsync"), rapid.Bool().Draw(t, "power loss"))
+			}
+			op := rapid.IntRange(0, 9).Draw(t, "op")
+			var err error
+			switch {
 			case op < 4 && live:
 				batch := makeRecords(uint64(len(appended))+1, rapid.IntRange(1, 20).Draw(t, "count"))
-				if rl.Append(batch) != nil {
-					live = false
-					continue
-				}
+				err = rl.Append(batch)
 				appended = append(appended, batch...)
 			case op < 6 && live:
-				if rl.Sync() != nil {
-					live = false
-					continue
+				if err = rl.Sync(); err == nil {
+					durable = len(appended)
 				}
-				durable = len(appended)
 			case op < 7 && live && durable > int(snapshotIndex):
-				snapshotIndex = uint64(durable)
-				if err := rl.SaveSnapshot(snapshotIndex, []byte(fmt.Sprint("node state at ", snapshotIndex))); err != nil {
-					t.Fatal(err)
+				index := uint64(durable)
+				if err = rl.SaveSnapshot(index, []byte(fmt.Sprint("node state at ", index))); err == nil {
+					snapshotIndex = index
 				}
 			default:
-				if op < 9 {
-					fs.Crash()
-				} else {
-					fs.PowerLoss()
+				op = 9 + int(op%2) // a crash or a power loss between calls
+			}
+			fs.StopAtSync(0, false)
+			stoppedInside := fs.Counters().Crashes+fs.Counters().PowerLosses != stops
+			if err != nil && !stoppedInside {
+				t.Fatalf("op %d: %v", op, err)
+			}
+			if op >= 9 || stoppedInside {
+				if !stoppedInside {
+					if op == 9 {
+						fs.Crash()
+					} else {
+						fs.PowerLoss()
+					}
 				}
 				var rec RecordLogRecovered
 				rl, rec, err = OpenRecordLog(env, dir, opts)
