@@ -41,7 +41,6 @@ func TestUnsyncedAppendsThenPowerLoss(t *testing.T) {
 	}
 }
 
-
 // TestTornTailWithJunkSector: the last write cut inside its last record
 // and followed by one sector of zeros or garbage (the file's size reached
 // the disk, its data did not), so that the damaged record ends before the
