@@ -127,8 +127,7 @@ func Open(env Env, dir string, opts Options) (*Log, Recovered, error) {
 	if err := env.FS.MkdirAll(dir); err != nil {
 		return nil, Recovered{}, err
 	}
-	// The directory's own entry must survive a crash too.
-	if err := env.FS.SyncDir(path.Dir(dir)); err != nil {
+	if err := syncAncestors(env.FS, dir); err != nil {
 		return nil, Recovered{}, err
 	}
 	l := &Log{dir: dir, opts: opts, env: env, fs: env.FS, runner: env.runner()}
@@ -144,6 +143,18 @@ func Open(env Env, dir string, opts Options) (*Log, Recovered, error) {
 		return nil, Recovered{}, err
 	}
 	return l, rec, nil
+}
+
+// syncAncestors fsyncs every directory above dir: MkdirAll may have made
+// several levels, and the entry of each must survive a power loss, or the
+// log vanishes with the first directory whose name was never durable.
+func syncAncestors(fs fsys.FS, dir string) error {
+	for child, parent := path.Clean(dir), path.Dir(path.Clean(dir)); parent != child; child, parent = parent, path.Dir(parent) {
+		if err := fs.SyncDir(parent); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Options returns the options the log was opened with.
