@@ -1,9 +1,0 @@
-//go:build !linux
-
-package logstore
-
-import "os"
-
-// datasync makes f's data durable; fdatasync is Linux's, elsewhere a full
-// fsync does.
-func datasync(f *os.File) error { return f.Sync() }
