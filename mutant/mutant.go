@@ -33,4 +33,7 @@ const (
 	// EarlyGraceRequeue: a dormant session's grace expires at a tenth of
 	// its length, requeueing deliveries a resuming client may still settle.
 	EarlyGraceRequeue = "early-grace-requeue"
+	// WallClockLeases: the production driver stamps inputs with the wall
+	// clock read at every step, so a clock step expires every lease at once.
+	WallClockLeases = "wall-clock-leases"
 )

@@ -1,3 +1,5 @@
+//go:build !fibril_next
+
 package broker
 
 import (
