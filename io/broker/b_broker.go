@@ -100,6 +100,9 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node log: %w", err)
 	}
+	if cfg.wrapNodeLog != nil {
+		rl = cfg.wrapNodeLog(rl)
+	}
 	var entropy [32]byte
 	if _, err := rand.Read(entropy[:]); err != nil {
 		rl.Close()

@@ -80,6 +80,9 @@ type Config struct {
 	// wallClock, when set (tests), replaces time.Now as the wall clock read
 	// once at boot to anchor the monotonic clock (clock.go).
 	wallClock func() time.Time
+	// wrapNodeLog, when set (tests), wraps the Node's record log (to stall
+	// or fail its syncs).
+	wrapNodeLog func(recordLog) recordLog
 }
 
 // UserSeed is a user to create on first start.

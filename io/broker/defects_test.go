@@ -1,0 +1,402 @@
+//go:build fibril_next
+
+package broker
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
+	"github.com/fibril-go/fibril/transport/wire"
+)
+
+// One test per defect of issue 9 on the production path, each at the frame
+// level over loopback.
+
+// bootTagShift: the Node floors delivery tags of boot n at n << 40.
+const bootTagShift = 40
+
+// closedWithin reads (answering pings) until the broker closes the
+// connection, failing if that takes longer than limit.
+func closedWithin(t *testing.T, p *peer, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		if _, err := p.tryRead(time.Until(start.Add(limit))); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("connection still open after %v", limit)
+			}
+			return time.Since(start)
+		}
+	}
+}
+
+func TestPartialHeaderThenSilenceIsClosed(t *testing.T) {
+	_, addr := testBroker(t, "", func(c *Config) { c.HandshakeTimeout = 300 * time.Millisecond })
+	p := dialPeer(t, addr)
+	p.c.Write(wire.AppendBodyFrame(nil, wire.OpHello, 1, &wire.Hello{ProtocolVersion: 1})[:10])
+	if took := closedWithin(t, p, 3*time.Second); took < 250*time.Millisecond {
+		t.Fatalf("closed after %v, before the handshake timeout", took)
+	}
+}
+
+func TestHelloThenOnlyPingsIsClosed(t *testing.T) {
+	_, addr := testBroker(t, "", func(c *Config) { c.AuthTimeout = 400 * time.Millisecond })
+	p := dialPeer(t, addr)
+	p.handshake(nil)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // keep the connection busy with pings: it is not auth
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				p.c.Write(wire.AppendBodyFrame(nil, wire.OpPing, 9, &wire.Ping{}))
+			}
+		}
+	}()
+	if took := closedWithin(t, p, 3*time.Second); took < 300*time.Millisecond {
+		t.Fatalf("closed after %v, before the auth timeout", took)
+	}
+}
+
+func TestConnectionLimit(t *testing.T) {
+	_, addr := testBroker(t, "", func(c *Config) { c.ConnectionsMax = 2 })
+	a := connect(t, addr)
+	connect(t, addr)
+	extra := dialPeer(t, addr)
+	extra.send(wire.OpHello, 1, &wire.Hello{ClientName: "x", ProtocolVersion: 1})
+	f := extra.read()
+	if e, ok := f.body.(wire.ErrorBody); !ok || e.Code != wire.CodeInternal {
+		t.Fatalf("connection over the limit answered %v %+v, want ERROR 500", f.hdr.Opcode, f.body)
+	}
+	closedWithin(t, extra, 3*time.Second)
+	a.c.Close()
+	// A closed connection frees its place.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p := dialPeer(t, addr)
+		p.send(wire.OpHello, 1, &wire.Hello{ClientName: "x", ProtocolVersion: 1})
+		if f := p.read(); f.hdr.Opcode == wire.OpHelloOk {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a freed place was never given to a new connection")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDormantSessionGetsNoNewDeliveries: messages published while a session
+// is dormant wait for its transport (PROTOCOL 7.7). The old broker handed
+// them to the dormant session and, with auto-ack, settled and lost them.
+func TestDormantSessionGetsNoNewDeliveries(t *testing.T) {
+	_, addr := testBroker(t, "", func(c *Config) { c.ReconnectGraceMs = 5000 })
+	p := connect(t, addr)
+	p.subscribe("dorm", 0, 10, true)
+	id := wire.ResumeIdentity{OwnerID: p.hello.OwnerID, ClientID: p.hello.ClientID, ResumeToken: p.hello.ResumeToken}
+	p.c.Close()
+	time.Sleep(200 * time.Millisecond) // the session goes dormant
+	pub := connect(t, addr)
+	for i := 0; i < 5; i++ {
+		pub.publish("dorm", "m", true)
+	}
+	time.Sleep(200 * time.Millisecond)
+	q := dialPeer(t, addr)
+	q.handshake(&id)
+	if q.hello.ResumeOutcome != wire.ResumeResumed {
+		t.Fatalf("outcome %d, want resumed", q.hello.ResumeOutcome)
+	}
+	q.auth("fibril", "fibril", wire.OpAuthOk)
+	seen := map[uint64]bool{}
+	for len(seen) < 5 {
+		seen[q.deliver().Offset] = true
+	}
+}
+
+// stallingLog holds the Node log's syncs while stalled is set.
+type stallingLog struct {
+	recordLog
+	mu      sync.Mutex
+	stalled bool
+	release chan struct{}
+}
+
+func (s *stallingLog) Sync() error {
+	s.mu.Lock()
+	stalled, release := s.stalled, s.release
+	s.mu.Unlock()
+	if stalled {
+		<-release
+	}
+	return s.recordLog.Sync()
+}
+
+// TestDeclareDoesNotStallPublishes: a declare waiting on the Node log's
+// fsync holds up no publish to another queue. The old catalogue held its
+// lock across its write and fsync, and every publish read it.
+func TestDeclareDoesNotStallPublishes(t *testing.T) {
+	stall := &stallingLog{release: make(chan struct{})}
+	_, addr := testBroker(t, "", func(c *Config) {
+		c.wrapNodeLog = func(rl recordLog) recordLog { stall.recordLog = rl; return stall }
+	})
+	p := connect(t, addr)
+	p.publish("busy", "warm", true) // the queue exists and is loaded
+	stall.mu.Lock()
+	stall.stalled = true
+	stall.mu.Unlock()
+	declareID := p.request(wire.OpDeclareQueue, &wire.DeclareQueue{Topic: "other", PartitionCount: wire.Some[uint32](2)})
+	for i := 0; i < 20; i++ {
+		p.publish("busy", "m", true) // fails the test if it blocks 10 s
+	}
+	for _, f := range p.backlog {
+		if f.hdr.RequestID == declareID {
+			t.Fatal("the declare was answered before its record was durable")
+		}
+	}
+	stall.mu.Lock()
+	stall.stalled = false
+	stall.mu.Unlock()
+	close(stall.release)
+	if f := p.reply(declareID); f.hdr.Opcode != wire.OpDeclareQueueOk {
+		t.Fatalf("declare: %v %+v", f.hdr.Opcode, f.body)
+	}
+}
+
+// corruptMiddle flips one byte in the middle of the biggest file under dir.
+func corruptMiddle(t *testing.T, dir string) {
+	t.Helper()
+	var biggest string
+	var size int64
+	filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && info.Size() > size {
+			biggest, size = path, info.Size()
+		}
+		return nil
+	})
+	if biggest == "" {
+		t.Fatalf("no file under %s", dir)
+	}
+	data, err := os.ReadFile(biggest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/3] ^= 0x5a
+	if err := os.WriteFile(biggest, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCorruptNodeLogRecordIsRefused: a bad record in the middle of the Node's
+// log refuses the start. The old JSON catalogue silently forgot every queue
+// after a bad line, and its rewrite made that permanent.
+func TestCorruptNodeLogRecordIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	b, addr := testBroker(t, dir, nil)
+	p := connect(t, addr)
+	for _, topic := range []string{"qa", "qb", "qc", "qd", "qe", "qf"} {
+		id := p.request(wire.OpDeclareQueue, &wire.DeclareQueue{Topic: topic, PartitionCount: wire.Some[uint32](3)})
+		if f := p.reply(id); f.hdr.Opcode != wire.OpDeclareQueueOk {
+			t.Fatalf("declare %s: %v", topic, f.hdr.Opcode)
+		}
+	}
+	b.Close()
+	corruptMiddle(t, filepath.Join(dir, "node"))
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	if b2, err := New(cfg); err == nil {
+		b2.Close()
+		t.Fatal("a broker started over a corrupt node log")
+	}
+}
+
+// TestLegacyCatalogImportedOnce: an old catalog.jsonl is imported into the
+// Node log at first boot and renamed away; the queues outlive it.
+func TestLegacyCatalogImportedOnce(t *testing.T) {
+	dir := t.TempDir()
+	lines := `{"topic":"orders","partitions":4,"settings":{}}
+{"topic":"work","partitions":1,"settings":{"max_retries":2}}
+{"topic":"orders","partitions":4,"settings":{"default_ttl_ms":60000}}
+{"topic":"torn","partit`
+	if err := os.WriteFile(filepath.Join(dir, legacyCatalogName), []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for run := 0; run < 2; run++ {
+		b, addr := testBroker(t, dir, nil)
+		if _, err := os.Stat(filepath.Join(dir, legacyCatalogName)); !os.IsNotExist(err) {
+			t.Fatalf("run %d: the old catalogue is still in place (%v)", run, err)
+		}
+		p := connect(t, addr)
+		id := p.request(wire.OpDeclareQueue, &wire.DeclareQueue{Topic: "orders"})
+		f := p.reply(id)
+		if ok, isOk := f.body.(wire.DeclareQueueOk); !isOk || ok.PartitionCount != 4 {
+			t.Fatalf("run %d: orders after import: %v %+v", run, f.hdr.Opcode, f.body)
+		}
+		id = p.request(wire.OpPublish, &wire.Publish{Topic: "orders", Partition: 3, RequireConfirm: true})
+		if f := p.reply(id); f.hdr.Opcode != wire.OpPublishOk {
+			t.Fatalf("run %d: publish to partition 3 of orders: %v", run, f.hdr.Opcode)
+		}
+		b.Close()
+	}
+	if _, err := os.Stat(filepath.Join(dir, legacyCatalogMoved)); err != nil {
+		t.Fatalf("the imported catalogue was not kept aside: %v", err)
+	}
+}
+
+// TestLegacyCatalogBadLineRefused: a bad line before the last refuses the
+// start instead of forgetting the queues after it.
+func TestLegacyCatalogBadLineRefused(t *testing.T) {
+	dir := t.TempDir()
+	lines := "{\"topic\":\"a\",\"partitions\":1,\"settings\":{}}\nnot json\n{\"topic\":\"b\",\"partitions\":1,\"settings\":{}}\n"
+	if err := os.WriteFile(filepath.Join(dir, legacyCatalogName), []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	b, err := New(cfg)
+	if err == nil {
+		b.Close()
+		t.Fatal("started over a catalogue with a corrupt line")
+	}
+	if !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("error does not name the line: %v", err)
+	}
+}
+
+// TestResumeRacingDetachKeepsTheNewSocket: a resume whose HELLO races the
+// old socket's close leaves the resumed socket working.
+func TestResumeRacingDetachKeepsTheNewSocket(t *testing.T) {
+	_, addr := testBroker(t, "", nil)
+	p := connect(t, addr)
+	p.subscribe("race", 0, 100, false)
+	for i := 0; i < 20; i++ {
+		id := wire.ResumeIdentity{OwnerID: p.hello.OwnerID, ClientID: p.hello.ClientID, ResumeToken: p.hello.ResumeToken}
+		q := dialPeer(t, addr)
+		done := make(chan struct{})
+		go func() { p.c.Close(); close(done) }() // the detach, racing the resume
+		q.handshake(&id)
+		<-done
+		if q.hello.ResumeOutcome != wire.ResumeResumed {
+			t.Fatalf("round %d: outcome %d", i, q.hello.ResumeOutcome)
+		}
+		q.auth("fibril", "fibril", wire.OpAuthOk)
+		ping := q.request(wire.OpPing, &wire.Ping{})
+		if f := q.reply(ping); f.hdr.Opcode != wire.OpPong {
+			t.Fatalf("round %d: PING answered %v", i, f.hdr.Opcode)
+		}
+		q.publish("race", "m", true)
+		d := q.deliver()
+		q.ack("race", 0, d.DeliveryTag)
+		p = q
+	}
+}
+
+// TestResumeAfterRestart: a session skeleton lets a restarted broker answer
+// resumed_after_restart with the same identity; the old delivery tags are
+// dead (an ack of one settles nothing) and the message redelivers.
+func TestResumeAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	b, addr := testBroker(t, dir, nil)
+	p := connect(t, addr)
+	p.publish("rr", "m", true)
+	p.subscribe("rr", 0, 1, false)
+	first := p.deliver()
+	id := wire.ResumeIdentity{OwnerID: p.hello.OwnerID, ClientID: p.hello.ClientID, ResumeToken: p.hello.ResumeToken}
+	b.Close()
+	_, addr2 := testBroker(t, dir, nil)
+	q := dialPeer(t, addr2)
+	q.handshake(&id)
+	if q.hello.ResumeOutcome != wire.ResumeResumedAfterRestart || q.hello.ClientID != id.ClientID || q.hello.OwnerID != id.OwnerID {
+		t.Fatalf("after restart: outcome %d client %v owner %v", q.hello.ResumeOutcome, q.hello.ClientID, q.hello.OwnerID)
+	}
+	q.auth("fibril", "fibril", wire.OpAuthOk)
+	q.subscribe("rr", 0, 1, false)
+	q.ack("rr", 0, first.DeliveryTag) // a dead tag: settles nothing
+	d := q.deliver()                  // after the first run's 2 s lease
+	if d.Offset != first.Offset || d.DeliveryTag < 2<<bootTagShift {
+		t.Fatalf("redelivery %+v of %+v: want the same offset with a second-run tag", d, first)
+	}
+}
+
+// TestClockStepDoesNotExpireLeases: the wall clock jumping an hour ahead
+// expires no lease: the driver's clock is monotonic since boot. Under the
+// WallClockLeases mutant (the old runner's time.Now per step) it does.
+func TestClockStepDoesNotExpireLeases(t *testing.T) {
+	if got := clockStepRedelivers(t); got {
+		t.Fatal("a wall clock step expired a lease")
+	}
+	mutant.Active = mutant.WallClockLeases
+	defer func() { mutant.Active = "" }()
+	if got := clockStepRedelivers(t); !got {
+		t.Fatal("the wall-clock mutant was not caught: the test cannot fail")
+	}
+}
+
+func clockStepRedelivers(t *testing.T) bool {
+	var stepMs atomic.Int64
+	_, addr := testBroker(t, "", func(c *Config) {
+		c.Partition.LeaseMs = 60_000
+		c.wallClock = func() time.Time { return time.Now().Add(time.Duration(stepMs.Load()) * time.Millisecond) }
+	})
+	p := connect(t, addr)
+	p.publish("clk", "a", true)
+	p.subscribe("clk", 0, 2, false)
+	first := p.deliver()
+	stepMs.Store(int64(time.Hour / time.Millisecond))
+	p.publish("clk", "b", true) // steps the partition at the new wall time
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
+		f, err := p.tryRead(time.Until(deadline))
+		if err != nil {
+			break
+		}
+		if d, ok := f.body.(wire.Deliver); ok && d.Offset == first.Offset {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFailedPayloadReadStopsCleanly: a stored payload that cannot be read
+// back stops the broker (Failed, Err) and Close returns: nothing hangs.
+func TestFailedPayloadReadStopsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	b, addr := testBroker(t, dir, func(c *Config) { c.ResidentPayloadBytesMax = 0 })
+	p := connect(t, addr)
+	p.request(wire.OpPublish, &wire.Publish{Topic: "rot", RequireConfirm: true, Payload: spillPayload(1)})
+	p.expect(wire.OpPublishOk)
+	waitFor(func() bool { return b.metrics.payloadsSpilled.Load() >= 1 })
+	qdir := partitionDir(dir, core.QueueID{Topic: "rot"})
+	blobs, _ := filepath.Glob(filepath.Join(qdir, "blob-*"))
+	if len(blobs) == 0 {
+		entries, _ := os.ReadDir(qdir)
+		t.Fatalf("no blob file to damage: %v", entries)
+	}
+	for _, path := range blobs {
+		os.Truncate(path, 0)
+	}
+	p.request(wire.OpSubscribe, &wire.Subscribe{Topic: "rot", Prefetch: 1})
+	select {
+	case <-b.Failed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("an unreadable payload did not stop the broker")
+	}
+	if b.Err() == nil {
+		t.Fatal("Failed closed without an error")
+	}
+	done := make(chan struct{})
+	go func() { b.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hung after a fatal error")
+	}
+}
+
