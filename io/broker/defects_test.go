@@ -399,4 +399,3 @@ func TestFailedPayloadReadStopsCleanly(t *testing.T) {
 		t.Fatal("Close hung after a fatal error")
 	}
 }
-
