@@ -1,5 +1,3 @@
-//go:build fibril_next
-
 package broker
 
 import (
