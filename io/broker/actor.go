@@ -140,7 +140,9 @@ func (b *Broker) drain(a *actor, w *worklist) {
 		}
 		if steps >= actorStepsPerClaimMax {
 			clear(batch)
+			b.detached.Add(1)
 			go func() {
+				defer b.detached.Done()
 				var own worklist
 				own.add(a) // still claimed: this goroutine owns it now
 				b.drainAll(&own)
@@ -334,7 +336,9 @@ func (b *Broker) bounce(env node.Envelope) {
 // goroutine of its own: for callers in the middle of other work.
 func (b *Broker) pushDetached(a *actor, in node.Input) {
 	if claimed, _ := a.push(in); claimed {
+		b.detached.Add(1)
 		go func() {
+			defer b.detached.Done()
 			var w worklist
 			w.add(a)
 			b.drainAll(&w)

@@ -62,6 +62,8 @@ type Broker struct {
 	hosts       map[core.QueueID]*hostRunner
 	hostsClosed bool
 	loads       sync.WaitGroup
+	// detached counts goroutines draining an actor on their own (actor.go).
+	detached sync.WaitGroup
 
 	connMu       sync.Mutex
 	conns        map[node.ConnID]*conn
@@ -233,6 +235,7 @@ func (b *Broker) stop(drain bool) error {
 	if err := b.nodeLog.close(); err != nil {
 		b.log.Error("closing the node log", "err", err)
 	}
+	b.detached.Wait()
 	return b.Err()
 }
 

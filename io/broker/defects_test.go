@@ -340,13 +340,14 @@ func TestClockStepDoesNotExpireLeases(t *testing.T) {
 
 func clockStepRedelivers(t *testing.T) bool {
 	var stepMs atomic.Int64
-	_, addr := testBroker(t, "", func(c *Config) {
+	b, addr := testBroker(t, "", func(c *Config) {
 		// The step (5 min) passes the lease (1 min) but not three
 		// heartbeat intervals: the session must not cut the connection.
 		c.HeartbeatInterval = 10 * time.Minute
 		c.Partition.LeaseMs = 60_000
 		c.wallClock = func() time.Time { return time.Now().Add(time.Duration(stepMs.Load()) * time.Millisecond) }
 	})
+	defer b.Close() // before the caller switches the mutant
 	p := connect(t, addr)
 	p.publish("clk", "a", true)
 	p.subscribe("clk", 0, 2, false)
