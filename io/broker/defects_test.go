@@ -94,20 +94,41 @@ func TestConnectionLimit(t *testing.T) {
 }
 
 // TestDormantSessionGetsNoNewDeliveries: messages published while a session
-// is dormant wait for its transport (PROTOCOL 7.7). The old broker handed
-// them to the dormant session and, with auto-ack, settled and lost them.
+// is dormant wait for a transport (PROTOCOL 7.7). The old broker handed
+// them to the dormant session, where auto-ack settled them: when the grace
+// expired they were gone, never seen by anyone.
 func TestDormantSessionGetsNoNewDeliveries(t *testing.T) {
-	_, addr := testBroker(t, "", func(c *Config) { c.ReconnectGraceMs = 5000 })
+	_, addr := testBroker(t, "", func(c *Config) { c.ReconnectGraceMs = 1000 })
 	p := connect(t, addr)
 	p.subscribe("dorm", 0, 10, true)
-	id := wire.ResumeIdentity{OwnerID: p.hello.OwnerID, ClientID: p.hello.ClientID, ResumeToken: p.hello.ResumeToken}
 	p.c.Close()
 	time.Sleep(200 * time.Millisecond) // the session goes dormant
 	pub := connect(t, addr)
 	for i := 0; i < 5; i++ {
 		pub.publish("dorm", "m", true)
 	}
+	time.Sleep(1500 * time.Millisecond) // the grace expires, nobody resumed
+	q := connect(t, addr)
+	q.subscribe("dorm", 0, 10, false)
+	seen := map[uint64]bool{}
+	for len(seen) < 5 {
+		seen[q.deliver().Offset] = true
+	}
+}
+
+// TestDormantDeliveriesReachTheResumedSession: the same messages go to the
+// session once it resumes within the grace, each once.
+func TestDormantDeliveriesReachTheResumedSession(t *testing.T) {
+	_, addr := testBroker(t, "", func(c *Config) { c.ReconnectGraceMs = 5000 })
+	p := connect(t, addr)
+	p.subscribe("dorm", 0, 10, true)
+	id := wire.ResumeIdentity{OwnerID: p.hello.OwnerID, ClientID: p.hello.ClientID, ResumeToken: p.hello.ResumeToken}
+	p.c.Close()
 	time.Sleep(200 * time.Millisecond)
+	pub := connect(t, addr)
+	for i := 0; i < 5; i++ {
+		pub.publish("dorm", "m", true)
+	}
 	q := dialPeer(t, addr)
 	q.handshake(&id)
 	if q.hello.ResumeOutcome != wire.ResumeResumed {
@@ -116,7 +137,11 @@ func TestDormantSessionGetsNoNewDeliveries(t *testing.T) {
 	q.auth("fibril", "fibril", wire.OpAuthOk)
 	seen := map[uint64]bool{}
 	for len(seen) < 5 {
-		seen[q.deliver().Offset] = true
+		off := q.deliver().Offset
+		if seen[off] {
+			t.Fatalf("offset %d delivered twice", off)
+		}
+		seen[off] = true
 	}
 }
 
