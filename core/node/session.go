@@ -80,12 +80,15 @@ type Session struct {
 	ended    bool
 
 	// Timers, absolute ms (0 = not armed). See onTick.
-	graceTimerMs   int64 // dormant: the session ends
-	gateTimerMs    int64 // attached, gate closed: the gate opens
-	authTimerMs    int64 // attached, not authenticated: the conn is cut
-	pingTimerMs    int64 // attached: PING and the liveness check
-	lastRecvMs     int64 // attached: when the last frame arrived
-	gateOpen       bool
+	graceTimerMs int64 // dormant: the session ends
+	gateTimerMs  int64 // attached, gate closed: the gate opens
+	authTimerMs  int64 // attached, not authenticated: the conn is cut
+	pingTimerMs  int64 // attached: PING and the liveness check
+	lastRecvMs   int64 // attached: when the last frame arrived
+	gateOpen     bool
+	// reconciling counts this attachment's reconciles waiting for restores:
+	// the gate stays closed until their results went out (PROTOCOL 3.1).
+	reconciling    int
 	gated          []byte // pushes encoded while the gate was closed
 	unwrittenBytes int    // sent to conn, not yet reported Written
 	serverReqID    uint64 // the connection's server request-id counter
@@ -108,6 +111,7 @@ type Session struct {
 	sendConn  ConnID
 	sendStart int
 	deliverM  wire.Deliver
+	publishOk wire.PublishOk
 	headers   wire.Headers
 }
 
@@ -281,6 +285,8 @@ func (s *Session) checkLifecycle() error {
 	case s.conn == 0 && (len(s.gated) != 0 || s.unwrittenBytes != 0):
 		return fmt.Errorf("session %d: outbox bytes with no connection", id)
 	case s.gateOpen && len(s.gated) != 0:
+		return fmt.Errorf("session %d: pushes held behind an open gate", id)
+	case s.reconciling < 0 || (s.reconciling > 0 && s.gateOpen):
 		return fmt.Errorf("session %d: pushes held behind an open gate", id)
 	case s.unwrittenBytes < 0:
 		return fmt.Errorf("session %d: more bytes written than sent", id)

@@ -149,7 +149,7 @@ func (s *Session) forgetConn() {
 	s.conn = 0
 	s.gated = s.gated[:0]
 	s.unwrittenBytes = 0
-	s.gateOpen = false
+	s.gateOpen, s.reconciling = false, 0
 	s.gateTimerMs, s.authTimerMs, s.pingTimerMs, s.lastRecvMs = 0, 0, 0, 0
 	s.auth = authWait{}
 }
@@ -203,6 +203,7 @@ func (s *Session) onTick(now int64) {
 		return
 	}
 	if !s.gateOpen && now >= s.gateTimerMs {
+		s.reconciling = 0 // one heartbeat interval is the longest a gate holds
 		s.openGate()
 	}
 	if !s.authed && s.authTimerMs != 0 && now >= s.authTimerMs {
@@ -340,7 +341,7 @@ func (s *Session) onWritten(conn ConnID, bytes int) {
 
 // openGate releases held pushes after the replies sent so far.
 func (s *Session) openGate() {
-	if s.gateOpen || s.conn == 0 {
+	if s.gateOpen || s.conn == 0 || s.reconciling > 0 {
 		return
 	}
 	s.gateOpen, s.gateTimerMs = true, 0

@@ -81,25 +81,35 @@ func (s *Session) handlePublish(now int64, requestID uint64, a publishArgs) {
 		return
 	}
 	// The decoder copied the payload and the header strings out of the
-	// frame, so the body outlives this step (Frame.Payload does not).
-	body := &core.Body{Payload: a.payload, PublishedMs: int64(a.publishedMs),
+	// frame, so the body outlives this step (Frame.Payload does not). The
+	// request, its input and the body share one allocation (hot path).
+	pr := &publishRequest{}
+	pr.body = core.Body{Payload: a.payload, PublishedMs: int64(a.publishedMs),
 		ContentType: core.ContentType{Kind: core.ContentKind(ct.Kind), Custom: ct.Custom}}
 	if len(headers) > 0 {
-		body.Headers = make([]core.Header, len(headers))
+		pr.body.Headers = make([]core.Header, len(headers))
 		for i, h := range headers {
-			body.Headers[i] = core.Header{Key: h.Key, Value: h.Value}
+			pr.body.Headers[i] = core.Header{Key: h.Key, Value: h.Value}
 		}
 	}
-	in := &core.Publish{NowMs: now, Confirm: a.confirm, Body: body, NotBeforeMs: int64(a.notBeforeMs)}
+	pr.in = core.Publish{NowMs: now, Confirm: a.confirm, Body: &pr.body, NotBeforeMs: int64(a.notBeforeMs)}
 	if a.ttl.Present {
-		in.HasTTL, in.TTLMs = true, int64(a.ttl.Value)
+		pr.in.HasTTL, pr.in.TTLMs = true, int64(a.ttl.Value)
 	}
-	var token uint64
 	if a.confirm {
-		token = s.newToken()
-		s.pending[token] = pendingOp{kind: opPublish, gen: s.gen, requestID: requestID, queue: q}
+		pr.req.Token = s.newToken()
+		s.pending[pr.req.Token] = pendingOp{kind: opPublish, gen: s.gen, requestID: requestID, queue: q}
 	}
-	s.toPartition(q, queuedRequest{token: token, input: in, gen: s.gen, requestID: requestID, kind: opPublish})
+	pr.req.Input = &pr.in
+	s.toPartition(q, queuedRequest{token: pr.req.Token, input: &pr.in, req: &pr.req, gen: s.gen, requestID: requestID, kind: opPublish})
+}
+
+// publishRequest is a publish's envelope message, input and body, in one
+// allocation.
+type publishRequest struct {
+	req  Request
+	in   core.Publish
+	body core.Body
 }
 
 func (s *Session) handleSubscribe(requestID uint64, m *wire.Subscribe) {

@@ -59,6 +59,9 @@ func (s *Session) handleReconcile(requestID uint64, rc *wire.ReconcileClient) bo
 		s.unsubscribe(sub)
 	}
 	if run.waiting > 0 {
+		if !s.gateOpen {
+			s.reconciling++
+		}
 		return false
 	}
 	s.finishReconcile(run)
@@ -129,7 +132,8 @@ func (s *Session) finishReconcile(run *reconcileRun) {
 		}
 	}
 	s.skeletonChanged()
-	if run.gen == s.gen && s.conn != 0 {
+	if run.gen == s.gen && s.conn != 0 && s.reconciling > 0 {
+		s.reconciling--
 		s.openGate()
 	}
 }

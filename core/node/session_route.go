@@ -23,7 +23,7 @@ import (
 
 const (
 	// openWaitingMax bounds requests queued behind one partition's Open.
-	openWaitingMax = 4096
+	openWaitingMax   = 4096
 	msgPartitionGone = "broker-side failure (retry later): the queue partition is not loaded any more"
 	msgOpenBacklog   = "broker-side failure (retry later): too many requests wait for this queue partition to load"
 )
@@ -77,9 +77,19 @@ type partitionOpen struct {
 type queuedRequest struct {
 	token     uint64
 	input     core.Input
+	req       *Request // prebuilt (publishes), else made when sent
 	kind      opKind
 	gen       uint64
 	requestID uint64
+}
+
+// request is the envelope message of r.
+func (r *queuedRequest) request() *Request {
+	if r.req != nil {
+		sessionAssert(r.req.Token == r.token && r.req.Input == r.input, "a prebuilt request differs from its queue entry")
+		return r.req
+	}
+	return &Request{Token: r.token, Input: r.input}
 }
 
 // toPartition sends a request, opening the partition first if needed.
@@ -91,7 +101,7 @@ func (s *Session) toPartition(q core.QueueID, r queuedRequest) {
 		s.out(NodeAddr(), &Open{Token: o.token, Topic: q.Topic, Group: q.Group, Partition: q.Partition})
 	}
 	if o.opened {
-		s.out(PartitionAddr(q), &Request{Token: r.token, Input: r.input})
+		s.out(PartitionAddr(q), r.request())
 		return
 	}
 	if len(o.waiting) >= openWaitingMax {
@@ -119,7 +129,7 @@ func (s *Session) onOpened(now int64, m *Opened) {
 	sessionAssert(m.Queue.Partition < m.Partitions, "opened a partition out of its queue's range")
 	o.opened, o.partitions = true, m.Partitions
 	for _, r := range waiting {
-		s.out(PartitionAddr(m.Queue), &Request{Token: r.token, Input: r.input})
+		s.out(PartitionAddr(m.Queue), r.request())
 	}
 }
 
@@ -175,7 +185,8 @@ func (s *Session) onResponse(now int64, m *Response) {
 	switch op.kind {
 	case opPublish:
 		sessionAssert(m.Reply.Kind == core.ReplyPublished, "a publish answered with another reply")
-		s.replyOn(op.gen, wire.OpPublishOk, op.requestID, &wire.PublishOk{Offset: m.Reply.Offset})
+		s.publishOk = wire.PublishOk{Offset: m.Reply.Offset} // session-owned: no allocation
+		s.replyOn(op.gen, wire.OpPublishOk, op.requestID, &s.publishOk)
 	case opSubscribe, opRestore:
 		sessionAssert(m.Reply.Kind == core.ReplySubscribed, "a subscribe answered with another reply")
 		s.onSubscribed(op)
