@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/io/logstore"
 	"github.com/fibril-go/fibril/mutant"
 	"github.com/fibril-go/fibril/transport/wire"
 )
@@ -235,9 +236,13 @@ func TestCorruptNodeLogRecordIsRefused(t *testing.T) {
 	corruptMiddle(t, filepath.Join(dir, "node"))
 	cfg := DefaultConfig()
 	cfg.DataDir = dir
-	if b2, err := New(cfg); err == nil {
+	b2, err := New(cfg)
+	if err == nil {
 		b2.Close()
 		t.Fatal("a broker started over a corrupt node log")
+	}
+	if !errors.Is(err, logstore.ErrCorrupt) {
+		t.Fatalf("refused for another reason than the corrupt record: %v", err)
 	}
 }
 
