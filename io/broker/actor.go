@@ -45,6 +45,9 @@ type actor struct {
 	spare   []node.Input
 	running bool
 	gone    bool
+	// room is closed when a reader waited for the mailbox to drain.
+	room       chan struct{}
+	roomWanted bool
 
 	// Claimer only.
 	timer    *time.Timer
@@ -81,6 +84,10 @@ func (a *actor) take(done []node.Input) []node.Input {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	clear(done)
+	if a.roomWanted {
+		a.roomWanted = false
+		close(a.room)
+	}
 	if len(a.queue) == 0 {
 		a.spare = done[:0]
 		a.running = false
@@ -92,6 +99,31 @@ func (a *actor) take(done []node.Input) []node.Input {
 		a.queue = done[:0]
 	}
 	return batch
+}
+
+// actorFramesQueuedMax is the mailbox length past which a connection
+// reader waits before it reads on (frames queue only while another
+// goroutine drains the session: a reader must not outrun it without bound).
+const actorFramesQueuedMax = 1024
+
+// waitRoom blocks a reader while the mailbox holds more than
+// actorFramesQueuedMax inputs, until its claimer takes them or cancel closes.
+func (a *actor) waitRoom(cancel <-chan struct{}) {
+	a.mu.Lock()
+	if len(a.queue) <= actorFramesQueuedMax || a.gone {
+		a.mu.Unlock()
+		return
+	}
+	if !a.roomWanted {
+		a.roomWanted = true
+		a.room = make(chan struct{})
+	}
+	room := a.room
+	a.mu.Unlock()
+	select {
+	case <-room:
+	case <-cancel:
+	}
 }
 
 // worklist is one goroutine's actors claimed and still to drain. Draining
@@ -156,6 +188,9 @@ func (b *Broker) drain(a *actor, w *worklist) {
 // when the session ended with this step.
 func (a *actor) stepOne(b *Broker, in node.Input, w *worklist) (ended bool) {
 	stampMachineInput(in, b.clock.nowMs())
+	if written, ok := in.(*node.Written); ok {
+		b.takeWritten(written)
+	}
 	rd := a.m.Step(in)
 	b.applyActorReady(a, rd, w)
 	return a.sess != nil && a.sess.Ended()
@@ -171,6 +206,10 @@ func (b *Broker) dropSession(a *actor, rest []node.Input) {
 	b.sessMu.Unlock()
 	a.mu.Lock()
 	a.gone = true
+	if a.roomWanted {
+		a.roomWanted = false
+		close(a.room)
+	}
 	left := append(append([]node.Input(nil), rest...), a.queue...)
 	a.queue = nil
 	a.running = false

@@ -57,6 +57,11 @@ type conn struct {
 	// pressure is a partition this connection's session fed past its inbox
 	// limit; the reader waits for it before the next frame.
 	pressure atomic.Pointer[hostRunner]
+	// unreported counts bytes written and not yet told to the session;
+	// writtenQueued says a Written input is on its way (it takes the count
+	// when stepped), so many writes cost one step.
+	unreported    atomic.Int64
+	writtenQueued atomic.Bool
 }
 
 // HandleConn serves one connection on its own goroutines.
@@ -208,11 +213,28 @@ func (c *conn) writeLoop() {
 	}
 }
 
-// reportWritten tells the bound session the socket took n bytes.
+// reportWritten tells the bound session the socket took n more bytes:
+// one Written input at a time carries whatever accumulated by its step.
 func (c *conn) reportWritten(n int) {
-	if a := c.boundTo(); a != nil {
-		c.b.deliverTo(a, &node.Written{Conn: c.id, Bytes: n})
+	a := c.boundTo()
+	if a == nil {
+		return // the Node's own frames (errors before a close) are not bounded
 	}
+	c.unreported.Add(int64(n))
+	if c.writtenQueued.CompareAndSwap(false, true) {
+		c.b.deliverTo(a, &node.Written{Conn: c.id})
+	}
+}
+
+// takeWritten fills a Written input, when stepped, with the bytes written
+// since the last one.
+func (b *Broker) takeWritten(in *node.Written) {
+	c := b.connByID(in.Conn)
+	if c == nil {
+		return // closed: the session no longer counts it
+	}
+	c.writtenQueued.Store(false)
+	in.Bytes = int(c.unreported.Swap(0))
 }
 
 // readLoop reads frames until the connection ends, then reports it closed.
@@ -277,6 +299,8 @@ func (c *conn) toMachine(in node.Input) (stepped, ok bool) {
 		var w worklist
 		w.add(a)
 		c.b.drainAll(&w)
+	} else {
+		a.waitRoom(c.closed)
 	}
 	return claimed, true
 }
