@@ -19,8 +19,9 @@ import (
 // Users and password checks (SPEC §10). Invariants:
 //   - only argon2id hashes are stored, never passwords;
 //   - an unknown name still costs one hash (constant timing);
-//   - the built-in fibril/fibril pair works from loopback peers only, and
-//     only while no real user named fibril exists;
+//   - the store answers only "known" and "match"; the built-in
+//     fibril/fibril rule (loopback only, while no user fibril exists) is the
+//     Session machine's, so the simulator runs it too;
 //   - '@' names are reserved for nodes and never map to a user.
 
 // argon2id parameters: OWASP's minimum recommendation (19 MiB, 2 passes).
