@@ -62,6 +62,10 @@ type conn struct {
 	// when stepped), so many writes cost one step.
 	unreported    atomic.Int64
 	writtenQueued atomic.Bool
+	// wakeQueued says a worklist will wake the writer when it is drained.
+	wakeQueued atomic.Bool
+	// work is the reader goroutine's worklist, reused across frames.
+	work worklist
 }
 
 // HandleConn serves one connection on its own goroutines.
@@ -111,10 +115,13 @@ func (b *Broker) bindConn(bind node.Binding) {
 }
 
 // applySends queues Ready.Sends and then carries out Ready.Close.
-func (b *Broker) applySends(sends []node.Send, closes []node.ConnID) {
+// The writers are woken when w is drained (drainAll).
+func (b *Broker) applySends(sends []node.Send, closes []node.ConnID, w *worklist) {
 	for i := range sends {
-		if c := b.connByID(sends[i].Conn); c != nil {
-			c.enqueue(sends[i].Bytes)
+		if c := b.connByID(sends[i].Conn); c != nil && c.enqueue(sends[i].Bytes) {
+			if c.wakeQueued.CompareAndSwap(false, true) {
+				w.wakes = append(w.wakes, c)
+			}
 		}
 	}
 	for _, id := range closes {
@@ -125,12 +132,12 @@ func (b *Broker) applySends(sends []node.Send, closes []node.ConnID) {
 }
 
 // enqueue copies bytes into the outbox (the Ready is valid only until the
-// machine's next step).
-func (c *conn) enqueue(bytes []byte) {
+// machine's next step); true when the writer has something new to write.
+func (c *conn) enqueue(bytes []byte) bool {
 	c.mu.Lock()
 	if c.shut || c.closeReq {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	c.buf = append(c.buf, bytes...)
 	over := len(c.buf) > c.b.cfg.OutboxBytesMax+connQueuedBytesSlack
@@ -138,9 +145,9 @@ func (c *conn) enqueue(bytes []byte) {
 	if over {
 		c.b.log.Warn("connection outbox over its bound; closing", "conn", uint64(c.id))
 		c.shutdown()
-		return
+		return false
 	}
-	c.wake()
+	return true
 }
 
 func (c *conn) wake() {
@@ -296,9 +303,8 @@ func (c *conn) toMachine(in node.Input) (stepped, ok bool) {
 	}
 	if claimed {
 		// Our input is the first of the batch this goroutine drains now.
-		var w worklist
-		w.add(a)
-		c.b.drainAll(&w)
+		c.work.add(a)
+		c.b.drainAll(&c.work)
 	} else {
 		a.waitRoom(c.closed)
 	}

@@ -54,6 +54,7 @@ type hostRunner struct {
 	durableIndex     uint64
 	snapshotIndex    uint64 // requested and not yet reported done; 0: none
 	snapshotKeep     uint64
+	work             worklist // reused: sessions this runner's steps claimed
 }
 
 var errBrokerClosing = errors.New("broker is shutting down")
@@ -187,16 +188,22 @@ func (r *hostRunner) run() {
 		select {
 		case <-r.notify:
 			batch = r.take(batch)
+			nowMs := r.b.clock.nowMs() // one clock read per batch
 			for _, in := range batch {
-				if !r.step(in) {
+				if !r.step(in, nowMs) {
 					return
 				}
 			}
+			// Sessions the batch claimed step now, as the old runner wrote
+			// deliveries straight into the outbox: no goroutine hop, and
+			// each connection's frames of the batch leave in one write.
+			r.b.drainAll(&r.work)
 		case <-r.timer.C:
 			r.timerAtMs = 0
-			if !r.step(&node.Tick{}) {
+			if !r.step(&node.Tick{}, r.b.clock.nowMs()) {
 				return
 			}
+			r.b.drainAll(&r.work)
 		case <-r.stop:
 			return
 		}
@@ -220,8 +227,7 @@ func (r *hostRunner) take(done []node.Input) []node.Input {
 
 // step stamps one input, steps the Host and carries out its effects. It
 // reports false when the runner must stop (storage failed).
-func (r *hostRunner) step(in node.Input) bool {
-	nowMs := r.b.clock.nowMs()
+func (r *hostRunner) step(in node.Input, nowMs int64) bool {
 	stampMachineInput(in, nowMs)
 	persisted, _ := in.(*node.Persisted)
 	if persisted != nil {
@@ -251,23 +257,20 @@ func (r *hostRunner) apply(rd *node.Ready) bool {
 			return false
 		}
 	}
-	var w worklist
+	w := &r.work
 	for i := range rd.Out {
 		env := rd.Out[i]
 		assertTrue(env.From == r.addr, "a Host sends only as itself")
 		if !r.resolveBodies(env.Msg) {
 			return false
 		}
-		r.b.route(env, &w)
+		r.b.route(env, w)
 	}
 	if rd.Snapshot != nil {
 		r.requestSnapshot(rd.Snapshot)
 	}
 	r.b.metrics.settled(rd.Settled)
 	r.reportResident(rd.ResidentBytes)
-	// Sessions this step claimed are stepped here, as the old runner wrote
-	// deliveries straight into the outbox: no extra goroutine hop per batch.
-	r.b.drainAll(&w)
 	return true
 }
 
