@@ -7,12 +7,12 @@ import (
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
-// benchSession is an attached, authenticated session with qOrders open and
+// benchSession is an attached, authenticated session with sessQOrders open and
 // one subscription on it.
 func benchSession(b *testing.B, autoAck bool) (*sessHarness, uint64) {
 	h := newSessHarness(b, nil)
 	h.ready(1)
-	sub := h.subscribe(1, qOrders, 1000, autoAck)
+	sub := h.subscribe(1, sessQOrders, 1000, autoAck)
 	h.takeOut()
 	h.takeFrames(1)
 	return h, sub
@@ -26,7 +26,7 @@ func BenchmarkSessionPublishConfirm(b *testing.B) {
 	payload := wire.Publish{Topic: "orders", RequireConfirm: true, PublishedMs: 1, Payload: make([]byte, 256)}.AppendTo(nil)
 	frame := &Frame{NowMs: h.now, Conn: 1, Header: wire.Header{Opcode: wire.OpPublish, RequestID: 9, PayloadSizeBytes: uint32(len(payload))}, Payload: payload}
 	resp := &Response{Reply: core.Reply{Kind: core.ReplyPublished, Offset: 1}}
-	in := &Deliver{NowMs: h.now, Envelope: Envelope{From: PartitionAddr(qOrders), To: SessionAddr(sessTestID), Msg: resp}}
+	in := &Deliver{NowMs: h.now, Envelope: Envelope{From: PartitionAddr(sessQOrders), To: SessionAddr(sessTestID), Msg: resp}}
 	written := &Written{NowMs: h.now, Conn: 1}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -49,8 +49,8 @@ func BenchmarkSessionDeliverEncode(b *testing.B) {
 	s := h.s
 	body := &core.Body{Payload: make([]byte, 256), Headers: []core.Header{{Key: "k", Value: "v"}}, PublishedMs: 1, ReceivedMs: 2}
 	items := []core.Delivery{{SubID: sub, Tag: 1, Offset: 1, Retries: 1, Body: body}}
-	msg := &Deliveries{Queue: qOrders, SubID: sub, Items: items}
-	in := &Deliver{NowMs: h.now, Envelope: Envelope{From: PartitionAddr(qOrders), To: SessionAddr(sessTestID), Msg: msg}}
+	msg := &Deliveries{Queue: sessQOrders, SubID: sub, Items: items}
+	in := &Deliver{NowMs: h.now, Envelope: Envelope{From: PartitionAddr(sessQOrders), To: SessionAddr(sessTestID), Msg: msg}}
 	written := &Written{NowMs: h.now, Conn: 1}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -54,11 +54,13 @@ func TestSessionAgainstModel(t *testing.T) {
 		}
 		bind()
 		// Weighted: client frames and the partitions' work dominate, as in
-		// a real session; lifecycle events are rarer.
-		names := []string{"attach", "close", "frame", "frame", "frame", "frame", "frame", "staleFrame", "authAnswer", "authAnswer",
-			"tick", "tick", "written", "nodeStep", "nodeStep", "nodeStep", "partStep", "partStep", "partStep", "partStep",
-			"deliver", "deliver", "deliver", "ghost", "subEnded", "shutdown", "lease"}
-		steps := rapid.IntRange(300, 1200).Draw(t, "steps")
+		// a real session; lifecycle events are rarer. rapid draws small
+		// indexes more often than large ones, so the common actions come
+		// first and the disruptive ones last.
+		names := []string{"frame", "partStep", "nodeStep", "authAnswer", "written", "deliver", "frame", "partStep", "nodeStep",
+			"tick", "frame", "deliver", "written", "partStep", "attach", "frame", "tick", "lease", "staleFrame", "close", "ghost",
+			"subEnded", "deliver", "shutdown"}
+		steps := rapid.IntRange(200, 700).Draw(t, "steps")
 		sessions := 1
 		for i := 0; i < steps; i++ {
 			actions[rapid.SampledFrom(names).Draw(t, "action")](t)
@@ -72,9 +74,9 @@ func TestSessionAgainstModel(t *testing.T) {
 			}
 		}
 		m.finish(t)
-		sessionsRun += sessions
+		sessModelSessions += sessions
 	})
-	t.Logf("%d sessions, %d machine steps", sessionsRun, modelSteps)
+	t.Logf("%d sessions, %d machine steps", sessModelSessions, sessModelSteps)
 }
 
 var sessModelQueues = []core.QueueID{{Topic: "a"}, {Topic: "b", Group: "g"}}
@@ -84,11 +86,11 @@ type sessModel struct {
 	t        *rapid.T
 	nextConn ConnID
 	attached ConnID
-	conns    map[ConnID]*modelConn
+	conns    map[ConnID]*sessModelConn
 	authed   bool // AUTH_OK seen on some connection of the session
 	draining bool
 	nodeQ    []Message
-	parts    map[core.QueueID]*modelPartition
+	parts    map[core.QueueID]*sessModelPartition
 	// announced: sub ids the client was told (SUBSCRIBE_OK, RECONCILE_RESULT),
 	// or whose answer the session could not give (the asker was gone).
 	announced map[uint64]bool
@@ -98,21 +100,23 @@ type sessModel struct {
 	lostAtMs int64
 }
 
-type modelConn struct {
+type sessModelConn struct {
 	helloAtMs   int64
 	answered    bool // a non-AUTH request was answered, or needs no answer
 	outstanding map[uint64]wire.Opcode
 	reconciling bool
 	// deferred: a request that opens the gate waits behind a password check.
 	deferred bool
+	// confirmed: request ids of confirmed publishes, in arrival order.
+	confirmed []uint64
 }
 
-type modelPartition struct {
+type sessModelPartition struct {
 	inbox []*Request
-	subs  map[uint64]*modelSub
+	subs  map[uint64]*sessModelSub
 }
 
-type modelSub struct {
+type sessModelSub struct {
 	prefetch uint32
 	autoAck  bool
 	paused   bool
@@ -120,21 +124,24 @@ type modelSub struct {
 }
 
 func newSessModel(t *rapid.T) *sessModel {
-	grace := rapid.SampledFrom([]int64{3000, 3000, 3000, 0}).Draw(t, "graceMs")
+	grace := int64(3000)
+	if sessChance(t, "noGrace", 12) {
+		grace = 0
+	}
 	h := newSessHarness(t, func(c *Config) {
 		c.ReconnectGraceMs = grace
 		c.OutboxBytesMax = 1 << 20
 		c.FramePayloadBytesMax = 64 << 10
 		c.SubscriptionsPerSessionMax = 3
 	})
-	m := &sessModel{h: h, t: t, conns: map[ConnID]*modelConn{}, parts: map[core.QueueID]*modelPartition{},
+	m := &sessModel{h: h, t: t, conns: map[ConnID]*sessModelConn{}, parts: map[core.QueueID]*sessModelPartition{},
 		announced: map[uint64]bool{}, opened: map[core.QueueID]bool{}}
 	for _, q := range sessModelQueues {
-		m.parts[q] = &modelPartition{subs: map[uint64]*modelSub{}}
+		m.parts[q] = &sessModelPartition{subs: map[uint64]*sessModelSub{}}
 	}
-	m.parts[core.QueueID{Topic: "a", Partition: 1}] = &modelPartition{subs: map[uint64]*modelSub{}}
+	m.parts[core.QueueID{Topic: "a", Partition: 1}] = &sessModelPartition{subs: map[uint64]*sessModelSub{}}
 	m.actAttach(t)
-	if rapid.IntRange(0, 9).Draw(t, "startAuthed") > 0 {
+	if !sessChance(t, "startUnauthed", 10) {
 		m.sendFrame(m.attached, wire.OpAuth, wire.Auth{Username: "alice", Password: "pw"})
 		m.actAuthAnswer(t)
 	}
@@ -143,7 +150,7 @@ func newSessModel(t *rapid.T) *sessModel {
 
 // step feeds one input and checks everything it produced.
 func (m *sessModel) step(in Input) {
-	modelSteps++
+	sessModelSteps++
 	for token := range m.h.s.pending {
 		m.markUnannounceable(token)
 	}
@@ -172,7 +179,7 @@ func (m *sessModel) routeOut() {
 			}
 			// A ghost's Unsubscribe answers the partition that delivered.
 			if _, handBack := msg.Input.(*core.Unsubscribe); !m.opened[q] && !handBack {
-				m.t.Fatalf("request %s to %v before its Open succeeded", typeName(msg), q)
+				m.t.Fatalf("request %s to %v before its Open succeeded", sessTypeName(msg), q)
 			}
 			p.inbox = append(p.inbox, msg)
 		case *Open, *DeclareQueue, *SkeletonChanged, *SessionEnded, *AttachRefused:
@@ -200,7 +207,7 @@ func (m *sessModel) checkFrames() {
 	}
 }
 
-func (m *sessModel) checkFrame(c *modelConn, f sentFrame) {
+func (m *sessModel) checkFrame(c *sessModelConn, f sessFrame) {
 	op := f.hdr.Opcode
 	switch op {
 	case wire.OpDeliver, wire.OpPing, wire.OpSubscriptionClosed, wire.OpGoingAway:
@@ -221,6 +228,17 @@ func (m *sessModel) checkFrame(c *modelConn, f sentFrame) {
 	want, ok := c.outstanding[f.hdr.RequestID]
 	if !ok {
 		m.t.Fatalf("%s answers request %d, not outstanding on this connection", op, f.hdr.RequestID)
+	}
+	if op == wire.OpPublishOk {
+		// PROTOCOL 7.2: confirms leave in arrival order, across queues.
+		for _, earlier := range c.confirmed {
+			if earlier == f.hdr.RequestID {
+				break
+			}
+			if _, waiting := c.outstanding[earlier]; waiting {
+				m.t.Fatalf("PUBLISH_OK for %d overtook the confirm of %d", f.hdr.RequestID, earlier)
+			}
+		}
 	}
 	delete(c.outstanding, f.hdr.RequestID)
 	if want != wire.OpAuth && want != wire.OpPing && want != wire.OpPong {
@@ -252,9 +270,13 @@ func (m *sessModel) actAttach(t *rapid.T) {
 	}
 	m.nextConn++
 	conn := m.nextConn
-	m.conns[conn] = &modelConn{helloAtMs: m.h.now, outstanding: map[uint64]wire.Opcode{1: wire.OpHello}}
+	m.conns[conn] = &sessModelConn{helloAtMs: m.h.now, outstanding: map[uint64]wire.Opcode{1: wire.OpHello}}
 	ended := m.h.ended
 	old := m.attached
+	// The client's first frames may overtake the Attach envelope.
+	if !ended && sessChance(t, "early", 25) {
+		m.sendFrame(conn, wire.OpPing, wire.Ping{})
+	}
 	if !ended {
 		m.attached = conn
 	}
@@ -304,6 +326,9 @@ func (m *sessModel) sendFrame(conn ConnID, op wire.Opcode, body wire.Body) {
 	}
 	c := m.conns[conn]
 	c.outstanding[id] = op
+	if p, ok := body.(wire.Publish); ok && p.RequireConfirm {
+		c.confirmed = append(c.confirmed, id)
+	}
 	// Serving any request but AUTH, PING and PONG opens the gate (a
 	// RECONCILE_CLIENT with its result); one behind a password check
 	// opens it once that check passed.
@@ -325,35 +350,44 @@ func (m *sessModel) sendFrame(conn ConnID, op wire.Opcode, body wire.Body) {
 func (m *sessModel) drawFrame(t *rapid.T) (wire.Opcode, wire.Body) {
 	q := rapid.SampledFrom(append(sessModelQueues, core.QueueID{Topic: "a", Partition: 1})).Draw(t, "queue")
 	group := groupOpt(q.Group)
-	kind := rapid.IntRange(0, 11).Draw(t, "op")
-	if !m.h.s.authed && rapid.IntRange(0, 4).Draw(t, "authFirst") > 0 {
-		kind = 0 // clients authenticate first; stray frames before it end the session
+	// Ordered by how often a client sends each (rapid favours the front).
+	kinds := []string{"publish", "subscribe", "ack", "publish", "nack", "ping", "subscribe", "reconcile", "topology",
+		"declare", "pong", "auth", "odd"}
+	kind := rapid.SampledFrom(kinds).Draw(t, "op")
+	if !m.h.s.authed && !sessChance(t, "strayBeforeAuth", 20) {
+		kind = "auth" // clients authenticate first; stray frames before it end the session
 	}
 	switch kind {
-	case 0:
-		pw := rapid.SampledFrom([]string{"pw", "pw", "pw", "pw", "bad"}).Draw(t, "password")
+	case "auth":
+		pw := "pw"
+		if sessChance(t, "badPassword", 15) {
+			pw = "bad"
+		}
 		return wire.OpAuth, wire.Auth{Username: "alice", Password: pw}
-	case 1:
+	case "ping":
 		return wire.OpPing, wire.Ping{}
-	case 2:
+	case "pong":
 		return wire.OpPong, wire.Pong{}
-	case 3:
-		topic := rapid.SampledFrom([]string{q.Topic, "BAD"}).Draw(t, "topic")
+	case "publish":
+		topic := q.Topic
+		if sessChance(t, "badTopic", 10) {
+			topic = "BAD"
+		}
 		return wire.OpPublish, wire.Publish{Topic: topic, Group: group, Partition: q.Partition,
 			RequireConfirm: rapid.Bool().Draw(t, "confirm"), Payload: []byte("p")}
-	case 4, 5:
+	case "subscribe":
 		return wire.OpSubscribe, wire.Subscribe{Topic: q.Topic, Group: group, Partition: q.Partition,
 			Prefetch: uint32(rapid.IntRange(0, 3).Draw(t, "prefetch")), AutoAck: rapid.Bool().Draw(t, "autoAck")}
-	case 6:
+	case "ack":
 		return wire.OpAck, wire.Ack{Topic: q.Topic, Group: group, Partition: q.Partition, Tags: []uint64{m.nextTag}}
-	case 7:
+	case "nack":
 		return wire.OpNack, wire.Nack{Topic: q.Topic, Group: group, Partition: q.Partition, Tags: []uint64{m.nextTag},
 			Requeue: rapid.Bool().Draw(t, "requeue")}
-	case 8:
+	case "declare":
 		return wire.OpDeclareQueue, wire.DeclareQueue{Topic: q.Topic, Group: group}
-	case 9:
+	case "topology":
 		return wire.OpTopology, wire.Topology{}
-	case 10:
+	case "reconcile":
 		var subs []wire.ReconcileSub
 		for _, rq := range sessModelQueues {
 			if rapid.Bool().Draw(t, "listed") {
@@ -395,7 +429,7 @@ func (m *sessModel) actTick(t *rapid.T) {
 	m.h.now += rapid.Int64Range(0, 2500).Draw(t, "dtMs")
 	m.step(&Tick{NowMs: m.h.now})
 	// A live client heartbeats too (PROTOCOL 1.5); a silent one is cut.
-	if m.attached != 0 && !m.h.closed[m.attached] && rapid.IntRange(0, 9).Draw(t, "heartbeat") > 0 {
+	if m.attached != 0 && !m.h.closed[m.attached] && !sessChance(t, "silent", 10) {
 		m.sendFrame(m.attached, wire.OpPing, wire.Ping{})
 	}
 }
@@ -404,12 +438,20 @@ func (m *sessModel) actWritten(t *rapid.T) {
 	if m.attached == 0 || m.h.closed[m.attached] || m.h.s.unwrittenBytes == 0 {
 		return
 	}
-	n := rapid.IntRange(1, m.h.s.unwrittenBytes).Draw(t, "bytes")
+	n := m.h.s.unwrittenBytes // a reading client drains its socket
+	if rapid.Bool().Draw(t, "partialWrite") {
+		n = rapid.IntRange(1, m.h.s.unwrittenBytes).Draw(t, "bytes")
+	}
 	m.step(&Written{NowMs: m.h.now, Conn: m.attached, Bytes: n})
 }
 
 // actNodeStep answers the Node's oldest message.
 func (m *sessModel) actNodeStep(t *rapid.T) {
+	// Skeletons, ends and refusals need no answer: the Node takes them
+	// as they come.
+	for len(m.nodeQ) > 0 && !sessNeedsAnswer(m.nodeQ[0]) {
+		m.nodeQ = m.nodeQ[1:]
+	}
 	if len(m.nodeQ) == 0 {
 		return
 	}
@@ -419,7 +461,7 @@ func (m *sessModel) actNodeStep(t *rapid.T) {
 	case *Open:
 		q := core.QueueID{Topic: msg.Topic, Group: msg.Group, Partition: msg.Partition}
 		var err *core.Error
-		if q.Partition > 0 || rapid.IntRange(0, 9).Draw(t, "openFails") == 0 {
+		if q.Partition > 0 || sessChance(t, "openFails", 10) {
 			err = core.ErrInvalidSettings
 		} else {
 			m.opened[q] = true
@@ -430,6 +472,14 @@ func (m *sessModel) actNodeStep(t *rapid.T) {
 		m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: NodeAddr(), To: SessionAddr(sessTestID),
 			Msg: &Declared{Token: msg.Token, Partitions: 1}}})
 	}
+}
+
+func sessNeedsAnswer(msg Message) bool {
+	switch msg.(type) {
+	case *Open, *DeclareQueue:
+		return true
+	}
+	return false
 }
 
 // actPartitionStep lets a partition take its oldest request.
@@ -445,17 +495,17 @@ func (m *sessModel) actPartitionStep(t *rapid.T) {
 	switch in := req.Input.(type) {
 	case *core.Publish:
 		reply = core.Reply{Kind: core.ReplyPublished, Offset: 1}
-		if rapid.IntRange(0, 5).Draw(t, "publishFails") == 0 {
+		if sessChance(t, "publishFails", 15) {
 			reply = core.Reply{Kind: core.ReplyError, Err: core.ErrQueueFull}
 		}
 	case *core.Subscribe:
 		if _, dup := p.subs[in.SubID]; dup {
 			t.Fatalf("sub %d subscribed twice", in.SubID)
 		}
-		if rapid.IntRange(0, 5).Draw(t, "subscribeFails") == 0 {
+		if sessChance(t, "subscribeFails", 15) {
 			reply = core.Reply{Kind: core.ReplyError, Err: core.ErrTooManySubscriptions}
 		} else {
-			p.subs[in.SubID] = &modelSub{prefetch: max(in.Prefetch, 1), autoAck: in.AutoAck}
+			p.subs[in.SubID] = &sessModelSub{prefetch: max(in.Prefetch, 1), autoAck: in.AutoAck}
 			reply = core.Reply{Kind: core.ReplySubscribed}
 			// The partition dispatches in the step that subscribes: its
 			// deliveries may reach the session ahead of the answer.
@@ -488,7 +538,7 @@ func (m *sessModel) actPartitionStep(t *rapid.T) {
 func (m *sessModel) actDeliver(t *rapid.T) {
 	q := rapid.SampledFrom(sessModelQueues).Draw(t, "dq")
 	p := m.parts[q]
-	ids := sortedModelSubs(p)
+	ids := sessSortedModelSubs(p)
 	if len(ids) == 0 {
 		return
 	}
@@ -505,15 +555,21 @@ func (m *sessModel) deliverTo(q core.QueueID, id uint64) {
 		sub.inflight++
 	}
 	m.nextTag++
+	// Some payloads are large, so a client that reports nothing written
+	// reaches the outbox bound.
+	body := sessBody("d")
+	if sessChance(m.t, "large", 5) {
+		body = &core.Body{Payload: make([]byte, 200<<10)}
+	}
 	m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: PartitionAddr(q), To: SessionAddr(sessTestID),
-		Msg: &Deliveries{Queue: q, SubID: id, Items: []core.Delivery{{SubID: id, Tag: m.nextTag, Offset: m.nextTag, Body: testBody("d")}}}}})
+		Msg: &Deliveries{Queue: q, SubID: id, Items: []core.Delivery{{SubID: id, Tag: m.nextTag, Offset: m.nextTag, Body: body}}}}})
 }
 
 // actLeaseExpiry: a lease ran out, so the partition may deliver again.
 func (m *sessModel) actLeaseExpiry(t *rapid.T) {
 	q := rapid.SampledFrom(sessModelQueues).Draw(t, "lq")
 	p := m.parts[q]
-	for _, id := range sortedModelSubs(p) {
+	for _, id := range sessSortedModelSubs(p) {
 		if p.subs[id].inflight > 0 {
 			p.subs[id].inflight--
 			return
@@ -525,14 +581,14 @@ func (m *sessModel) actGhost(t *rapid.T) {
 	q := rapid.SampledFrom(sessModelQueues).Draw(t, "gq")
 	id := uint64(sessTestID)<<subSeqBits | 1<<20
 	m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: PartitionAddr(q), To: SessionAddr(sessTestID),
-		Msg: &Deliveries{Queue: q, SubID: id, Items: []core.Delivery{{SubID: id, Tag: 1, Body: testBody("g")}}}}})
+		Msg: &Deliveries{Queue: q, SubID: id, Items: []core.Delivery{{SubID: id, Tag: 1, Body: sessBody("g")}}}}})
 	p := m.parts[q]
 	if len(p.inbox) == 0 {
 		t.Fatal("a ghost delivery was not handed back")
 	}
 	last := p.inbox[len(p.inbox)-1]
 	if u, ok := last.Input.(*core.Unsubscribe); !ok || u.SubID != id {
-		t.Fatalf("a ghost delivery was answered with %s", typeName(last))
+		t.Fatalf("a ghost delivery was answered with %s", sessTypeName(last))
 	}
 	p.inbox = p.inbox[:len(p.inbox)-1]
 }
@@ -540,7 +596,7 @@ func (m *sessModel) actGhost(t *rapid.T) {
 func (m *sessModel) actSubEnded(t *rapid.T) {
 	q := rapid.SampledFrom(sessModelQueues).Draw(t, "eq")
 	p := m.parts[q]
-	ids := sortedModelSubs(p)
+	ids := sessSortedModelSubs(p)
 	if len(ids) == 0 {
 		return
 	}
@@ -551,7 +607,7 @@ func (m *sessModel) actSubEnded(t *rapid.T) {
 }
 
 func (m *sessModel) actShutdown(t *rapid.T) {
-	if rapid.IntRange(0, 4).Draw(t, "drain") > 0 {
+	if !sessChance(t, "drain", 4) {
 		return // rare: a drain ends the session at its next disconnect
 	}
 	m.draining = true
@@ -575,7 +631,14 @@ func (m *sessModel) markUnannounceable(token uint64) {
 	}
 }
 
-func sortedModelSubs(p *modelPartition) []uint64 {
+// sessChance draws an event of about pct percent. rapid favours small values
+// heavily (about 40% of IntRange(0, 99) lands in 0-9), so the event is the
+// top of the range, where the draws are close to uniform.
+func sessChance(t *rapid.T, label string, pct int) bool {
+	return rapid.IntRange(0, 99).Draw(t, label) >= 100-pct
+}
+
+func sessSortedModelSubs(p *sessModelPartition) []uint64 {
 	ids := make([]uint64, 0, len(p.subs))
 	for id := range p.subs {
 		ids = append(ids, id)
@@ -595,7 +658,7 @@ func (m *sessModel) checkDormantPaused() {
 		if len(p.inbox) > 0 {
 			continue
 		}
-		for _, id := range sortedModelSubs(p) {
+		for _, id := range sessSortedModelSubs(p) {
 			if !p.subs[id].paused && m.h.s.subsByID[id] != nil {
 				m.t.Fatalf("dormant session's sub %d on %v is not paused", id, q)
 			}
@@ -632,7 +695,7 @@ func (m *sessModel) finish(t *rapid.T) {
 		}
 	}
 	for _, q := range sessModelQueues {
-		if ids := sortedModelSubs(m.parts[q]); len(ids) > 0 {
+		if ids := sessSortedModelSubs(m.parts[q]); len(ids) > 0 {
 			t.Fatalf("ghost subscriptions %v on %v after the session ended", ids, q)
 		}
 	}
@@ -646,7 +709,7 @@ func (m *sessModel) drainPartition(q core.QueueID) {
 	reply := core.Reply{Kind: core.ReplyPublished}
 	switch in := req.Input.(type) {
 	case *core.Subscribe:
-		p.subs[in.SubID] = &modelSub{prefetch: max(in.Prefetch, 1)}
+		p.subs[in.SubID] = &sessModelSub{prefetch: max(in.Prefetch, 1)}
 		reply = core.Reply{Kind: core.ReplySubscribed}
 	case *core.Unsubscribe:
 		delete(p.subs, in.SubID)
@@ -657,4 +720,4 @@ func (m *sessModel) drainPartition(q core.QueueID) {
 	}
 }
 
-var sessionsRun, modelSteps int
+var sessModelSessions, sessModelSteps int
