@@ -38,12 +38,26 @@ func closedWithin(t *testing.T, p *peer, limit time.Duration) time.Duration {
 }
 
 func TestPartialHeaderThenSilenceIsClosed(t *testing.T) {
-	_, addr := testBroker(t, "", func(c *Config) { c.HandshakeTimeout = 300 * time.Millisecond })
+	if took, closed := partialHeaderClosedAfter(t, 3*time.Second); !closed || took < 250*time.Millisecond {
+		t.Fatalf("closed %v after %v; want closed after the 300 ms handshake timeout", closed, took)
+	}
+	mutant.Active = mutant.NoHandshakeTimeout
+	defer func() { mutant.Active = "" }()
+	if _, closed := partialHeaderClosedAfter(t, time.Second); closed {
+		t.Fatal("the no-handshake-timeout mutant was not caught: the test cannot fail")
+	}
+}
+
+// partialHeaderClosedAfter sends half a header, then waits up to limit for
+// the broker to close the connection.
+func partialHeaderClosedAfter(t *testing.T, limit time.Duration) (time.Duration, bool) {
+	b, addr := testBroker(t, "", func(c *Config) { c.HandshakeTimeout = 300 * time.Millisecond })
+	defer b.Close() // before the caller switches the mutant
 	p := dialPeer(t, addr)
 	p.c.Write(wire.AppendBodyFrame(nil, wire.OpHello, 1, &wire.Hello{ProtocolVersion: 1})[:10])
-	if took := closedWithin(t, p, 3*time.Second); took < 250*time.Millisecond {
-		t.Fatalf("closed after %v, before the handshake timeout", took)
-	}
+	start := time.Now()
+	_, err := p.tryRead(limit)
+	return time.Since(start), err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 func TestHelloThenOnlyPingsIsClosed(t *testing.T) {
@@ -439,13 +453,38 @@ func TestFailedPayloadReadStopsCleanly(t *testing.T) {
 
 // TestSnapshotsUnderSustainedLoad: a partition that never goes quiescent
 // (a publisher pipelining ahead of a consumer that keeps up) still
-// snapshots, and restarts from the snapshot. (The old runner snapshotted
-// only when everything appended was durable; loopback timing leaves such
-// moments, so this passes on it too: the never-quiescent case is the Host's
-// unit test, here the driver's part of it is checked end to end.)
+// snapshots, and restarts from the snapshot. The Host's
+// SnapshotOnlyWhenQuiescent mutant (snapshot only when everything appended
+// is durable) fails it. (The old runner's check, run only on durability
+// reports, found such moments on loopback: this passes on the old broker.)
 func TestSnapshotsUnderSustainedLoad(t *testing.T) {
 	dir := t.TempDir()
+	if !snapshotsUnderLoad(t, dir) {
+		t.Fatal("no snapshot was taken while the load lasted")
+	}
+	b2, addr2 := testBroker(t, dir, nil)
+	c := connect(t, addr2)
+	if off := c.publish("load", "after", true); off != 3000 {
+		t.Fatalf("after a restart from a snapshot the next offset is %d, want 3000", off)
+	}
+	c.subscribe("load", 0, 1024, false)
+	if d := c.deliver(); d.Offset != 3000 {
+		t.Fatalf("after a restart offset %d came back though acked", d.Offset)
+	}
+	b2.Close() // before the mutant is switched on
+	mutant.Active = mutant.SnapshotOnlyWhenQuiescent
+	defer func() { mutant.Active = "" }()
+	if snapshotsUnderLoad(t, t.TempDir()) {
+		t.Fatal("the snapshot-only-when-quiescent mutant was not caught: the test cannot fail")
+	}
+}
+
+// snapshotsUnderLoad runs 3000 pipelined publishes against a consumer that
+// keeps up and says whether the partition snapshotted while they ran. It
+// closes its broker before it returns.
+func snapshotsUnderLoad(t *testing.T, dir string) bool {
 	b, addr := testBroker(t, dir, func(c *Config) { c.SnapshotEntriesMin = 100 })
+	defer b.Close()
 	pub := connect(t, addr)
 	con := connect(t, addr)
 	con.subscribe("load", 0, 64, false)
@@ -478,17 +517,10 @@ func TestSnapshotsUnderSustainedLoad(t *testing.T) {
 	if err := <-consumed; err != nil {
 		t.Fatalf("consumer: %v", err)
 	}
-	if !snapshotsSeen {
-		t.Fatal("no snapshot was taken while the load lasted")
+	// The PONG follows every ack into the session: they reach the partition
+	// before the close, which steps them.
+	if f := con.reply(con.request(wire.OpPing, &wire.Ping{})); f.hdr.Opcode != wire.OpPong {
+		t.Fatalf("PING answered %v", f.hdr.Opcode)
 	}
-	b.Close()
-	_, addr2 := testBroker(t, dir, nil)
-	c := connect(t, addr2)
-	if off := c.publish("load", "after", true); off != messages {
-		t.Fatalf("after a restart from a snapshot the next offset is %d, want %d", off, messages)
-	}
-	c.subscribe("load", 0, 1024, false)
-	if d := c.deliver(); d.Offset != messages {
-		t.Fatalf("after a restart offset %d came back though acked", d.Offset)
-	}
+	return snapshotsSeen
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fibril-go/fibril/core"
@@ -46,6 +47,7 @@ type hostRunner struct {
 	stop       chan struct{}
 	stopOnce   sync.Once
 	done       chan struct{}
+	finishing  atomic.Bool // a clean close, not a halt on failure
 
 	// Runner goroutine only.
 	timer            *time.Timer
@@ -205,6 +207,18 @@ func (r *hostRunner) run() {
 			}
 			r.b.drainAll(&r.work)
 		case <-r.stop:
+			if r.finishing.Load() {
+				// A clean close: step what was queued before it (settles
+				// routed before the sockets closed), so the Committer's
+				// final flush writes their entries.
+				batch = r.take(batch)
+				nowMs := r.b.clock.nowMs()
+				for _, in := range batch {
+					if !r.step(in, nowMs) {
+						break
+					}
+				}
+			}
 			return
 		}
 	}
@@ -387,6 +401,7 @@ func (r *hostRunner) halt() {
 
 // close stops the runner and flushes its log.
 func (r *hostRunner) close() {
+	r.finishing.Store(true)
 	r.halt()
 	<-r.done
 	if err := r.committer.Close(); err != nil {
