@@ -207,6 +207,7 @@ func (a *actor) stepOne(b *Broker, in node.Input, nowMs int64, w *worklist) (end
 		b.takeWritten(written)
 	}
 	rd := a.m.Step(in)
+	recycle(in)
 	b.applyActorReady(a, rd, w)
 	return a.sess != nil && a.sess.Ended()
 }
@@ -345,7 +346,7 @@ func (b *Broker) route(env node.Envelope, w *worklist) {
 		b.pushOrBounce(a, env, w)
 	case node.AddrPartition:
 		h := b.host(env.To.Queue)
-		if h == nil || !h.push(&node.Deliver{Envelope: env}) {
+		if h == nil || !h.push(newDeliver(env)) {
 			b.bounce(env)
 			return
 		}
@@ -358,7 +359,7 @@ func (b *Broker) route(env node.Envelope, w *worklist) {
 }
 
 func (b *Broker) pushOrBounce(a *actor, env node.Envelope, w *worklist) {
-	claimed, ok := a.push(&node.Deliver{Envelope: env})
+	claimed, ok := a.push(newDeliver(env))
 	if !ok {
 		b.bounce(env)
 		return

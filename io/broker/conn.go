@@ -263,12 +263,12 @@ func (c *conn) readLoop() {
 		if err != nil {
 			if errors.Is(err, wire.ErrFrameTooLarge) || errors.Is(err, wire.ErrMalformed) {
 				// The stream is broken: the machine answers and closes.
-				c.toMachine(&node.Frame{Conn: c.id, Header: hdr, Err: err})
+				c.toMachine(newFrame(node.Frame{Conn: c.id, Header: hdr, Err: err}))
 				<-c.closed
 			}
 			return
 		}
-		stepped, ok := c.toMachine(&node.Frame{Conn: c.id, Header: hdr, Payload: payload})
+		stepped, ok := c.toMachine(newFrame(node.Frame{Conn: c.id, Header: hdr, Payload: payload}))
 		if !ok {
 			return
 		}

@@ -250,6 +250,7 @@ func (r *hostRunner) step(in node.Input, nowMs int64) bool {
 		persisted.ResidentTotalBytes = r.b.metrics.residentPayloadBytes.Load()
 	}
 	rd := r.h.Step(in)
+	recycle(in)
 	if !r.apply(rd) {
 		r.halt()
 		return false
