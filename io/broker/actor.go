@@ -391,14 +391,19 @@ func (b *Broker) bounce(env node.Envelope) {
 // goroutine of its own: for callers in the middle of other work.
 func (b *Broker) pushDetached(a *actor, in node.Input) {
 	if claimed, _ := a.push(in); claimed {
-		b.detached.Add(1)
-		go func() {
-			defer b.detached.Done()
-			var w worklist
-			w.add(a)
-			b.drainAll(&w)
-		}()
+		b.drainDetached(a)
 	}
+}
+
+// drainDetached drains a, already claimed, on a goroutine of its own.
+func (b *Broker) drainDetached(a *actor) {
+	b.detached.Add(1)
+	go func() {
+		defer b.detached.Done()
+		var w worklist
+		w.add(a)
+		b.drainAll(&w)
+	}()
 }
 
 // pressSender makes the reader of the sending session's connection wait

@@ -196,16 +196,13 @@ func (r *hostRunner) run() {
 					return
 				}
 			}
-			// Sessions the batch claimed step now, as the old runner wrote
-			// deliveries straight into the outbox: no goroutine hop, and
-			// each connection's frames of the batch leave in one write.
-			r.b.drainAll(&r.work)
+			r.handOff()
 		case <-r.timer.C:
 			r.timerAtMs = 0
 			if !r.step(&node.Tick{}, r.b.clock.nowMs()) {
 				return
 			}
-			r.b.drainAll(&r.work)
+			r.handOff()
 		case <-r.stop:
 			if r.finishing.Load() {
 				// A clean close: step what was queued before it (settles
@@ -222,6 +219,18 @@ func (r *hostRunner) run() {
 			return
 		}
 	}
+}
+
+// handOff drains the sessions this batch claimed on goroutines of their
+// own: their mailboxes also hold their clients' frames (acks, publishes),
+// whose decoding must not serialise onto this partition's goroutine.
+func (r *hostRunner) handOff() {
+	for _, a := range r.work.actors {
+		r.b.drainDetached(a)
+	}
+	clear(r.work.actors)
+	r.work.actors = r.work.actors[:0]
+	assertTrue(len(r.work.wakes) == 0, "a Host queues no bytes itself")
 }
 
 // take swaps out the inbox and lets waiting readers go once it is drained.
