@@ -8,8 +8,9 @@
 //
 //   - actors (actor.go): the Node and every Session machine, each with a
 //     mailbox; whoever pushes into an idle mailbox drains it, so a frame is
-//     usually stepped on its reader's goroutine and a delivery on its
-//     partition runner's, with no extra hop;
+//     usually stepped on its reader's goroutine with no extra hop (a
+//     partition runner hands the sessions it fed to goroutines of their
+//     own, so its clients' frames never serialise onto it);
 //   - connections (conn.go): a reader per socket (frames to the Node until
 //     it binds the connection, then to the session; the client
 //     backpressure path) and a writer per socket (many frames per write);
