@@ -346,11 +346,16 @@ func (b *Broker) route(env node.Envelope, w *worklist) {
 		b.pushOrBounce(a, env, w)
 	case node.AddrPartition:
 		h := b.host(env.To.Queue)
-		if h == nil || !h.push(newDeliver(env)) {
+		if h == nil {
 			b.bounce(env)
 			return
 		}
-		if env.From.Kind == node.AddrSession && h.depth() >= b.cfg.RunnerInboxMax {
+		depth, ok := h.pushDepth(newDeliver(env))
+		if !ok {
+			b.bounce(env)
+			return
+		}
+		if env.From.Kind == node.AddrSession && depth >= b.cfg.RunnerInboxMax {
 			b.pressSender(env.From, h)
 		}
 	default:

@@ -65,7 +65,7 @@ type Broker struct {
 	// detached counts goroutines draining an actor on their own (actor.go).
 	detached sync.WaitGroup
 
-	connMu       sync.Mutex
+	connMu       sync.RWMutex
 	conns        map[node.ConnID]*conn
 	closingConns bool
 	nextConnID   atomic.Uint64

@@ -94,8 +94,8 @@ func (b *Broker) HandleConn(sock Conn) {
 }
 
 func (b *Broker) connByID(id node.ConnID) *conn {
-	b.connMu.Lock()
-	defer b.connMu.Unlock()
+	b.connMu.RLock()
+	defer b.connMu.RUnlock()
 	return b.conns[id]
 }
 

@@ -526,3 +526,26 @@ func snapshotsUnderLoad(t *testing.T, dir string) bool {
 	}
 	return snapshotsSeen
 }
+
+// TestReaderBackpressureDoesNotDeadlock: with a tiny partition inbox limit
+// the reader stops and starts again many times under a flood of pipelined
+// publishes (and acks from a consumer on the same partition), and every
+// one of them lands: readers wait, machines never do.
+func TestReaderBackpressureDoesNotDeadlock(t *testing.T) {
+	_, addr := testBroker(t, "", func(c *Config) { c.RunnerInboxMax = 4 })
+	pub := connect(t, addr)
+	con := connect(t, addr)
+	con.subscribe("flood", 0, 16, true)
+	const messages = 5000
+	for i := 0; i < messages; i++ {
+		pub.request(wire.OpPublish, &wire.Publish{Topic: "flood", Payload: []byte("m")})
+	}
+	if off := pub.publish("flood", "last", true); off != messages {
+		t.Fatalf("the confirmed publish after the flood got offset %d, want %d", off, messages)
+	}
+	seen := 0
+	for seen <= messages {
+		con.deliver()
+		seen++
+	}
+}

@@ -127,25 +127,25 @@ func (b *Broker) host(q core.QueueID) *hostRunner {
 
 // push queues an input; false when the runner halted (the caller bounces).
 func (r *hostRunner) push(in node.Input) bool {
+	_, ok := r.pushDepth(in)
+	return ok
+}
+
+// pushDepth is push, also saying how deep the inbox is now (backpressure).
+func (r *hostRunner) pushDepth(in node.Input) (int, bool) {
 	r.mu.Lock()
 	if r.halted {
 		r.mu.Unlock()
-		return false
+		return 0, false
 	}
 	r.queue = append(r.queue, in)
+	depth := len(r.queue)
 	r.mu.Unlock()
 	select {
 	case r.notify <- struct{}{}:
 	default:
 	}
-	return true
-}
-
-// depth is the inbox length (backpressure).
-func (r *hostRunner) depth() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.queue)
+	return depth, true
 }
 
 // waitRoom blocks a connection reader until the inbox is at most half its
