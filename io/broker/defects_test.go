@@ -415,6 +415,47 @@ func clockStepRedelivers(t *testing.T) bool {
 	return false
 }
 
+// failingSyncLog fails every Sync once failing is set.
+type failingSyncLog struct {
+	recordLog
+	failing atomic.Bool
+}
+
+func (f *failingSyncLog) Sync() error {
+	if f.failing.Load() {
+		return errors.New("injected fsync failure")
+	}
+	return f.recordLog.Sync()
+}
+
+// TestNodeLogFsyncFailureStopsCleanly: a failed fsync of the Node's log
+// stops the broker (Failed, Err); the declare waiting on it is never
+// confirmed, and Close returns.
+func TestNodeLogFsyncFailureStopsCleanly(t *testing.T) {
+	failing := &failingSyncLog{}
+	b, addr := testBroker(t, "", func(c *Config) {
+		c.wrapNodeLog = func(rl recordLog) recordLog { failing.recordLog = rl; return failing }
+	})
+	p := connect(t, addr)
+	failing.failing.Store(true)
+	id := p.request(wire.OpDeclareQueue, &wire.DeclareQueue{Topic: "never", PartitionCount: wire.Some[uint32](2)})
+	select {
+	case <-b.Failed():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a failed fsync of the node log did not stop the broker")
+	}
+	if f, err := p.tryRead(300 * time.Millisecond); err == nil && f.hdr.RequestID == id && f.hdr.Opcode == wire.OpDeclareQueueOk {
+		t.Fatal("a declare was confirmed though its record's fsync failed")
+	}
+	done := make(chan struct{})
+	go func() { b.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hung after a failed fsync")
+	}
+}
+
 // TestFailedPayloadReadStopsCleanly: a stored payload that cannot be read
 // back stops the broker (Failed, Err) and Close returns: nothing hangs.
 func TestFailedPayloadReadStopsCleanly(t *testing.T) {
@@ -441,6 +482,14 @@ func TestFailedPayloadReadStopsCleanly(t *testing.T) {
 	}
 	if b.Err() == nil {
 		t.Fatal("Failed closed without an error")
+	}
+	// The halted partition answers nothing any more, but nobody waits on
+	// it: requests to it bounce and their senders answer with an error
+	// (the old broker left a restore waiting forever on a halted runner).
+	q := connect(t, addr)
+	id := q.request(wire.OpPublish, &wire.Publish{Topic: "rot", RequireConfirm: true, Payload: []byte("x")})
+	if f := q.reply(id); f.hdr.Opcode != wire.OpError {
+		t.Fatalf("a publish to the halted partition answered %v %+v, want ERROR", f.hdr.Opcode, f.body)
 	}
 	done := make(chan struct{})
 	go func() { b.Close(); close(done) }()
