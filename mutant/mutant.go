@@ -37,6 +37,9 @@ const (
 	// EarlyGraceRequeue: a dormant session's grace expires at a tenth of
 	// its length, requeueing deliveries a resuming client may still settle.
 	EarlyGraceRequeue = "early-grace-requeue"
+	// WallClockLeases: the production driver stamps inputs with the wall
+	// clock read at every step, so a clock step expires every lease at once.
+	WallClockLeases = "wall-clock-leases"
 	// DeadLetterGiveUp: a partition forgets a dead-letter copy its target
 	// refused or failed to load, so the source stays pending until a
 	// restart (io/broker's old forwarding).

@@ -62,6 +62,9 @@ func runServe(args []string) int {
 	maxRetries := fs.Uint("max-retries", uint(def.Partition.MaxRetriesDefault), "default dlq_max_retries for queues that declare none")
 	residentMB := fs.Int64("resident-payload-mb", def.ResidentPayloadBytesMax>>20, "MiB of message payloads kept in memory over all queues; past it, payloads are read back from disk when delivered")
 	snapshotMin := fs.Int("snapshot-entries-min", def.SnapshotEntriesMin, "fewest log entries between two snapshots of a queue partition")
+	handshakeTimeout := fs.Duration("handshake-timeout", def.HandshakeTimeout, "close a connection whose HELLO has not arrived whole by then")
+	authTimeout := fs.Duration("auth-timeout", def.AuthTimeout, "close a session not authenticated this long after HELLO_OK")
+	connectionsMax := fs.Int("max-connections", def.ConnectionsMax, "connections open at once; one more is answered with error 500 and closed")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's pprof profiles on this loopback HOST:PORT (off when empty)")
 	var users userFlags
@@ -98,6 +101,9 @@ func runServe(args []string) int {
 	}
 	cfg.ResidentPayloadBytesMax = *residentMB << 20
 	cfg.SnapshotEntriesMin = *snapshotMin
+	cfg.HandshakeTimeout = *handshakeTimeout
+	cfg.AuthTimeout = *authTimeout
+	cfg.ConnectionsMax = *connectionsMax
 	cfg.AdvertiseHost = *advertise
 	if cfg.AdvertiseHost == "" {
 		cfg.AdvertiseHost = host

@@ -12,14 +12,16 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/fibril-go/fibril/core/node"
 	"golang.org/x/crypto/argon2"
 )
 
 // Users and password checks (SPEC §10). Invariants:
 //   - only argon2id hashes are stored, never passwords;
 //   - an unknown name still costs one hash (constant timing);
-//   - the built-in fibril/fibril pair works from loopback peers only, and
-//     only while no real user named fibril exists;
+//   - the store answers only "known" and "match"; the built-in
+//     fibril/fibril rule (loopback only, while no user fibril exists) is the
+//     Session machine's, so the simulator runs it too;
 //   - '@' names are reserved for nodes and never map to a user.
 
 // argon2id parameters: OWASP's minimum recommendation (19 MiB, 2 passes).
@@ -32,10 +34,9 @@ const (
 	userNameBytesMax = 128
 )
 
-const (
-	builtinUser     = "fibril"
-	builtinPassword = "fibril"
-)
+// builtinUser is the name of the built-in loopback login (its rule is the
+// Session machine's); checks of it are not counted as failures.
+const builtinUser = "fibril"
 
 type storedUser struct {
 	Name string `json:"name"`
@@ -111,36 +112,19 @@ func (s *userStore) save() error {
 	return writeFileAtomic(s.path, data, 0o600)
 }
 
-// errAuthDenied is what every wrong credential gets: it never says which part
-// was wrong.
-var errAuthDenied = errors.New("authentication failed: wrong user name or password")
-
-// errDefaultRemote explains why the built-in pair failed from afar.
-var errDefaultRemote = errors.New("authentication failed: the built-in fibril/fibril login works from loopback only; " +
-	"add a user with 'fibril serve --user NAME:PASSWORD' and connect with it")
-
-// check verifies a login. loopback says whether the peer is on this machine.
-func (s *userStore) check(name, password string, loopback bool, allowDefault bool) error {
+// lookup checks a login against the store: known says a user of that
+// name exists, match that the password is theirs. An unknown name still
+// costs one hash (constant timing). The built-in fibril/fibril rule is the
+// Session machine's (it knows the peer and the config), not the store's.
+func (s *userStore) lookup(name, password string) (known, match bool) {
 	s.mu.Lock()
 	u, known := s.users[name]
 	s.mu.Unlock()
 	if !known {
-		s.verify(s.dummy, password) // constant timing for unknown names
-		if name == builtinUser && allowDefault {
-			if subtle.ConstantTimeCompare([]byte(password), []byte(builtinPassword)) != 1 {
-				return errAuthDenied
-			}
-			if !loopback {
-				return errDefaultRemote
-			}
-			return nil
-		}
-		return errAuthDenied
+		s.verify(s.dummy, password)
+		return false, false
 	}
-	if !s.verify(u, password) {
-		return errAuthDenied
-	}
-	return nil
+	return true, s.verify(u, password)
 }
 
 func (s *userStore) verify(u storedUser, password string) bool {
@@ -187,11 +171,82 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// checkCredentials runs one password check, at most authChecksInflightMax at a
-// time: each argon2id check takes argonMemoryKiB of memory, and unauthenticated
-// peers must not be able to multiply that.
-func (b *Broker) checkCredentials(name, password string, loopback bool) error {
-	b.authSlots <- struct{}{}
-	defer func() { <-b.authSlots }()
-	return b.users.check(name, password, loopback, b.cfg.AllowDefaultLoopback)
+// authWorkers: password checks (argon2id, a CPU job a machine requests as
+// a PasswordCheck effect) run on a bounded pool of goroutines, each check
+// costing argonMemoryKiB: unauthenticated peers must not multiply that.
+// Invariants:
+//   - at most authChecksQueuedMax checks wait; past it a check is answered
+//     at once as unknown (AUTH_ERR), never queued without bound;
+//   - every accepted check is answered exactly once, to the session that
+//     asked, as AuthChecked with its Token.
+type authWorkers struct {
+	b     *Broker
+	mu    sync.Mutex
+	wake  sync.Cond
+	queue []authJob
+	max   int
+	stop  bool
+	done  sync.WaitGroup
+}
+
+type authJob struct {
+	from  *actor
+	check node.PasswordCheck
+}
+
+// authChecksQueuedMaxFloor is the least room the queue has; it grows with
+// the connection limit (one check per connection at a time).
+const authChecksQueuedMaxFloor = 64
+
+func newAuthWorkers(b *Broker, workers, queuedMax int) *authWorkers {
+	w := &authWorkers{b: b, max: max(queuedMax, authChecksQueuedMaxFloor)}
+	w.wake.L = &w.mu
+	for range workers {
+		w.done.Add(1)
+		go w.run()
+	}
+	return w
+}
+
+func (w *authWorkers) submit(from *actor, check node.PasswordCheck) {
+	w.mu.Lock()
+	if len(w.queue) >= w.max || w.stop {
+		w.mu.Unlock()
+		w.b.metrics.authFailures.Add(1)
+		w.b.pushDetached(from, &node.AuthChecked{Token: check.Token})
+		return
+	}
+	w.queue = append(w.queue, authJob{from: from, check: check})
+	w.wake.Signal()
+	w.mu.Unlock()
+}
+
+func (w *authWorkers) run() {
+	defer w.done.Done()
+	for {
+		w.mu.Lock()
+		for len(w.queue) == 0 && !w.stop {
+			w.wake.Wait()
+		}
+		if w.stop {
+			w.mu.Unlock()
+			return
+		}
+		job := w.queue[0]
+		w.queue = w.queue[1:]
+		w.mu.Unlock()
+		known, match := w.b.users.lookup(job.check.Username, job.check.Password)
+		if !match && job.check.Username != builtinUser {
+			w.b.metrics.authFailures.Add(1)
+		}
+		w.b.deliverTo(job.from, &node.AuthChecked{Token: job.check.Token, Known: known, Match: match})
+	}
+}
+
+func (w *authWorkers) close() {
+	w.mu.Lock()
+	w.stop = true
+	w.wake.Broadcast()
+	w.mu.Unlock()
+	w.done.Wait()
 }

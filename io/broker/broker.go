@@ -11,14 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fibril-go/fibril/core"
-	"github.com/fibril-go/fibril/transport/wire"
+	"github.com/fibril-go/fibril/core/node"
 )
 
 // Conn is one client connection, whatever carries it (TCP, TLS, a QUIC
@@ -37,78 +35,56 @@ type Listener interface {
 	Addr() net.Addr
 }
 
-// Broker is one standalone Fibril node.
+// Broker is one standalone Fibril node: the node core's machines (one
+// Node, a Session per session, a Host per loaded partition) driven over
+// real sockets, logs, timers and goroutines. Invariants:
+//   - the broker holds no decision a client can observe: every reply,
+//     delivery, timeout and close comes from a machine's Ready;
+//   - Close and a fatal error never leave a goroutine waiting forever:
+//     every wait in the driver also watches a close or a halt.
 type Broker struct {
 	cfg     Config
+	nodeCfg node.Config
 	log     *slog.Logger
-	ownerID wire.UUID
+	clock   *clock
 	users   *userStore
-	catalog *catalog
+	auth    *authWorkers
 	metrics *metrics
 
-	regMu   sync.Mutex
-	runners map[core.QueueID]*runnerSlot
+	nodeActor *actor
+	nodeLog   *nodeLog
+	importer  *catalogImport
 
-	sessMu   sync.Mutex
-	sessions map[wire.UUID]*session
+	sessMu   sync.RWMutex
+	sessions map[node.SessionID]*actor
+
+	hostMu      sync.RWMutex
+	hosts       map[core.QueueID]*hostRunner
+	hostsClosed bool
+	loads       sync.WaitGroup
+	// detached counts goroutines draining an actor on their own (actor.go).
+	detached sync.WaitGroup
+
+	connMu       sync.RWMutex
+	conns        map[node.ConnID]*conn
+	closingConns bool
+	nextConnID   atomic.Uint64
 
 	listenMu  sync.Mutex
 	listeners []Listener
 
-	authSlots chan struct{} // bounds concurrent password checks
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closing atomic.Bool
 
-	connMu sync.Mutex
-	conns  map[Conn]struct{} // every accepted socket, closed by Close
-
-	nextSubID     atomic.Uint64
-	nextSessionID atomic.Uint64
-
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
 	fatalMu  sync.Mutex
 	fatalErr error
 	failed   chan struct{}
-	closing  atomic.Bool
-	// boot counts starts of this data directory; delivery tags of this run
-	// start at boot << bootTagShift, so no tag repeats across restarts.
-	boot uint64
 }
 
-// bootTagShift leaves 2^40 delivery tags per partition and run.
-const bootTagShift = 40
-
-// nextBoot increments and persists the data directory's boot counter.
-func nextBoot(dataDir string) (uint64, error) {
-	path := filepath.Join(dataDir, "boot")
-	var boot uint64
-	if data, err := os.ReadFile(path); err == nil {
-		if boot, err = strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64); err != nil {
-			return 0, fmt.Errorf("boot counter %s is corrupt: %w", path, err)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return 0, err
-	}
-	boot++
-	if boot >= 1<<(64-bootTagShift) {
-		return 0, fmt.Errorf("boot counter %s exhausted", path)
-	}
-	if err := writeFileAtomic(path, []byte(strconv.FormatUint(boot, 10)+"\n"), 0o644); err != nil {
-		return 0, fmt.Errorf("boot counter: %w", err)
-	}
-	return boot, nil
-}
-
-// runnerSlot is one partition's place in the registry; r and err are set
-// before ready is closed and never change after.
-type runnerSlot struct {
-	ready chan struct{}
-	r     *runner
-	err   error
-}
-
-// New opens the data directory and its stores. It listens on nothing: hand
-// listeners to Serve.
+// New opens the data directory, the user store and the Node's log, and
+// rebuilds the Node from it. It listens on nothing: hand listeners to Serve.
 func New(cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -120,22 +96,37 @@ func New(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	cat, err := openCatalog(cfg.DataDir)
+	rl, rec, err := openRecordLog(filepath.Join(cfg.DataDir, "node"))
 	if err != nil {
+		return nil, fmt.Errorf("node log: %w", err)
+	}
+	if cfg.wrapNodeLog != nil {
+		rl = cfg.wrapNodeLog(rl)
+	}
+	var entropy [32]byte
+	if _, err := rand.Read(entropy[:]); err != nil {
+		rl.Close()
 		return nil, err
 	}
-	boot, err := nextBoot(cfg.DataDir)
+	nodeCfg := cfg.nodeConfig()
+	n, err := node.NewNode(nodeCfg, rec.Snapshot, rec.Records, entropy)
 	if err != nil {
-		return nil, err
+		rl.Close()
+		return nil, fmt.Errorf("node log: %w (refusing to start rather than forget queues)", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
-		cfg: cfg, log: cfg.Logger, users: users, catalog: cat, metrics: &metrics{},
-		runners: map[core.QueueID]*runnerSlot{}, sessions: map[wire.UUID]*session{},
-		authSlots: make(chan struct{}, max(2, runtime.GOMAXPROCS(0))), conns: map[Conn]struct{}{},
-		ctx: ctx, cancel: cancel, failed: make(chan struct{}), boot: boot,
+		cfg: cfg, nodeCfg: nodeCfg, log: cfg.Logger, clock: newClock(cfg.wallClock), users: users, metrics: &metrics{},
+		nodeActor: newActor(node.NodeAddr(), n, nil),
+		sessions:  map[node.SessionID]*actor{}, hosts: map[core.QueueID]*hostRunner{}, conns: map[node.ConnID]*conn{},
+		ctx: ctx, cancel: cancel, failed: make(chan struct{}),
 	}
-	if _, err := rand.Read(b.ownerID[:]); err != nil {
+	b.nodeLog = newNodeLog(b, rl)
+	b.auth = newAuthWorkers(b, max(2, runtime.GOMAXPROCS(0)), cfg.ConnectionsMax)
+	// The Node's first step persists its boot record.
+	b.deliverTo(b.nodeActor, &node.Tick{})
+	if err := b.importLegacyCatalog(); err != nil {
+		b.Close()
 		return nil, err
 	}
 	return b, nil
@@ -162,27 +153,9 @@ func (b *Broker) Serve(l Listener) {
 	}()
 }
 
-// HandleConn serves one connection on its own goroutines.
-func (b *Broker) HandleConn(c Conn) {
-	if b.closing.Load() {
-		c.Close()
-		return
-	}
-	b.connMu.Lock()
-	b.conns[c] = struct{}{}
-	b.connMu.Unlock()
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		serveConn(b, c)
-		b.connMu.Lock()
-		delete(b.conns, c)
-		b.connMu.Unlock()
-	}()
-}
-
 // Failed is closed when the broker hit an error it cannot serve through
-// (a failed fsync): the process must stop and recover from its log.
+// (a failed fsync, an unreadable stored payload): the process must stop
+// and recover from its logs.
 func (b *Broker) Failed() <-chan struct{} { return b.failed }
 
 // Err reports the fatal error, if any.
@@ -203,119 +176,31 @@ func (b *Broker) fatal(err error) {
 	close(b.failed)
 }
 
-// partitionsOf returns a queue's partition count, creating an undeclared queue
-// with one partition (implicit queues, SPEC §1).
-func (b *Broker) partitionsOf(q queueName) (uint32, error) {
-	if count := b.catalog.partitions(q); count != 0 {
-		return count, nil
-	}
-	return b.catalog.ensure(q, 1, b.cfg.QueuesMax)
-}
-
-// runnerFor returns the runner of partition (modulo the queue's count),
-// loading it on first use.
-func (b *Broker) runnerFor(q queueName, partition uint32) (*runner, error) {
-	count, err := b.partitionsOf(q)
-	if err != nil {
-		return nil, err
-	}
-	return b.loadRunner(core.QueueID{Topic: q.Topic, Group: q.Group, Partition: partition % count})
-}
-
-var (
-	errPartitionRange = errors.New("partition out of range for this queue")
-	errBrokerClosing  = errors.New("broker is shutting down")
-)
-
-// runnerForExact loads partition exactly, refusing one out of range.
-func (b *Broker) runnerForExact(q queueName, partition uint32) (*runner, error) {
-	count, err := b.partitionsOf(q)
-	if err != nil {
-		return nil, err
-	}
-	if partition >= count {
-		return nil, errPartitionRange
-	}
-	return b.loadRunner(core.QueueID{Topic: q.Topic, Group: q.Group, Partition: partition})
-}
-
-func (b *Broker) loadRunner(id core.QueueID) (*runner, error) {
-	if b.closing.Load() {
-		return nil, errBrokerClosing
-	}
-	b.regMu.Lock()
-	slot := b.runners[id]
-	loader := slot == nil
-	if loader {
-		slot = &runnerSlot{ready: make(chan struct{})}
-		b.runners[id] = slot
-	}
-	b.regMu.Unlock()
-	if !loader {
-		<-slot.ready
-		return slot.r, slot.err
-	}
-	slot.r, slot.err = b.startRunner(id)
-	if slot.err != nil {
-		b.log.Error("queue failed to load", "queue", id.String(), "err", slot.err)
-		// Forget the failure, so the next use tries again (a full disk or
-		// too many open files can pass).
-		b.regMu.Lock()
-		delete(b.runners, id)
-		b.regMu.Unlock()
-	}
-	close(slot.ready)
-	return slot.r, slot.err
-}
-
-// loadedRunner returns the runner of a loaded partition (waiting for a load
-// in progress, so a declare is not lost between the catalogue read at load
-// time and the registry), or nil.
-func (b *Broker) loadedRunner(id core.QueueID) *runner {
-	b.regMu.Lock()
-	slot := b.runners[id]
-	b.regMu.Unlock()
-	if slot == nil {
-		return nil
-	}
-	<-slot.ready
-	return slot.r
-}
+func (b *Broker) stopped() bool { return b.closing.Load() }
 
 // LoadedPartitions counts partitions loaded into memory.
 func (b *Broker) LoadedPartitions() int {
-	b.regMu.Lock()
-	defer b.regMu.Unlock()
-	n := 0
-	for _, s := range b.runners {
-		select {
-		case <-s.ready:
-			if s.r != nil {
-				n++
-			}
-		default:
-		}
-	}
-	return n
+	b.hostMu.RLock()
+	defer b.hostMu.RUnlock()
+	return len(b.hosts)
 }
 
 // goingAwayFlushMs is how long Close lets GOING_AWAY frames leave.
 const goingAwayFlushMs = 100
 
-// Close stops the broker: tells clients it is going away, ends sessions,
-// flushes every log.
-func (b *Broker) Close() error {
+// Close stops the broker: tells clients it is going away, closes every
+// connection, flushes every log.
+func (b *Broker) Close() error { return b.stop(true) }
+
+// stop is Close; without drain (tests: a crash as the clients and the logs
+// see it) sessions are not told and go dormant as their sockets close, so
+// their skeletons stay in the Node's log.
+func (b *Broker) stop(drain bool) error {
 	if !b.closing.CompareAndSwap(false, true) {
-		return nil
+		return b.Err()
 	}
-	b.sessMu.Lock()
-	sessions := make([]*session, 0, len(b.sessions))
-	for _, s := range b.sessions {
-		sessions = append(sessions, s)
-	}
-	b.sessMu.Unlock()
-	for _, s := range sessions {
-		s.goingAway("broker shutting down")
+	if drain {
+		b.deliverTo(b.nodeActor, &node.Drain{GraceMs: b.cfg.ReconnectGraceMs, Message: "broker shutting down"})
 	}
 	b.cancel()
 	b.listenMu.Lock()
@@ -323,27 +208,59 @@ func (b *Broker) Close() error {
 		l.Close()
 	}
 	b.listenMu.Unlock()
-	// Give the GOING_AWAY frames a moment to leave, then close every socket,
-	// including ones still in their handshake.
-	time.Sleep(goingAwayFlushMs * time.Millisecond)
+	b.flushConns(goingAwayFlushMs * time.Millisecond)
 	b.connMu.Lock()
-	for c := range b.conns {
-		c.Close()
+	b.closingConns = true
+	open := make([]*conn, 0, len(b.conns))
+	for _, c := range b.conns {
+		open = append(open, c)
 	}
 	b.connMu.Unlock()
+	for _, c := range open {
+		c.shutdown()
+	}
 	b.wg.Wait()
-	b.regMu.Lock()
-	slots := make([]*runnerSlot, 0, len(b.runners))
-	for _, s := range b.runners {
-		slots = append(slots, s)
+	b.loads.Wait()
+	b.hostMu.Lock()
+	b.hostsClosed = true
+	hosts := make([]*hostRunner, 0, len(b.hosts))
+	for _, h := range b.hosts {
+		hosts = append(hosts, h)
 	}
-	b.regMu.Unlock()
-	for _, s := range slots {
-		<-s.ready
-		if s.r != nil {
-			s.r.close()
-		}
+	b.hostMu.Unlock()
+	for _, h := range hosts {
+		h.close()
 	}
-	b.catalog.close()
+	b.auth.close()
+	if err := b.nodeLog.close(); err != nil {
+		b.log.Error("closing the node log", "err", err)
+	}
+	b.detached.Wait()
 	return b.Err()
+}
+
+// flushConns waits up to d for every connection's queued bytes to leave.
+func (b *Broker) flushConns(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		b.connMu.Lock()
+		pending := false
+		for _, c := range b.conns {
+			c.mu.Lock()
+			pending = pending || (len(c.buf) > 0 && !c.shut)
+			c.mu.Unlock()
+		}
+		b.connMu.Unlock()
+		if !pending {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// assertTrue panics on a driver bug (STYLE 4: in production too).
+func assertTrue(cond bool, why string) {
+	if !cond {
+		panic("broker: assertion failed: " + why)
+	}
 }

@@ -6,15 +6,23 @@ import (
 	"time"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/node"
 	"github.com/fibril-go/fibril/io/logstore"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
 // Config is everything a broker needs. Defaults live only in DefaultConfig.
+// Invariants:
+//   - every limit and timing the machines apply reaches them through
+//     nodeConfig, so the broker and the simulator run the same numbers;
+//   - the driver's own limits (RunnerInboxMax) bound only plumbing: none of
+//     them changes what a client observes beyond backpressure.
 type Config struct {
 	DataDir    string
 	ServerName string
-	// AdvertiseHost and AdvertisePort are what topology tells clients.
+	// AdvertiseHost and AdvertisePort are what the broker would advertise to
+	// clients in a cluster. A standalone broker answers TOPOLOGY with empty
+	// lists (PROTOCOL 5.20), so they are informational only.
 	AdvertiseHost string
 	AdvertisePort uint16
 
@@ -23,14 +31,28 @@ type Config struct {
 	ReconnectGraceMs int64
 	// HeartbeatInterval: a silent connection is cut after 3 intervals.
 	HeartbeatInterval time.Duration
+	// HandshakeTimeout: a connection whose HELLO has not arrived whole by
+	// then is closed (a peer that sends part of a header and stalls).
+	HandshakeTimeout time.Duration
+	// AuthTimeout: a session not authenticated this long after HELLO_OK is
+	// closed (a peer that only PINGs).
+	AuthTimeout time.Duration
+	// ConnectionsMax bounds connections open at once; one more is answered
+	// with ERROR 500 and closed.
+	ConnectionsMax int
+	// ResumeRestartTTLMs: a session skeleton younger than this answers
+	// resumed_after_restart after a restart (SPEC 8); 0 disables skeletons.
+	ResumeRestartTTLMs int64
 	// FramePayloadBytesMax caps one frame (PROTOCOL.md §1.3).
 	FramePayloadBytesMax uint32
 	// OutboxBytesMax bounds what one session may have queued for its socket;
 	// a consumer that cannot keep up beyond it is disconnected.
 	OutboxBytesMax int
-	// RunnerInboxMax bounds the requests queued for one partition.
+	// RunnerInboxMax is the inbox depth of one partition past which the
+	// readers of connections that feed it stop reading until it drains to
+	// half (client backpressure; envelopes between machines never wait).
 	RunnerInboxMax int
-	// QueuesMax bounds the queue partitions the broker will create.
+	// QueuesMax bounds the queues the broker will create.
 	QueuesMax int
 	// ResidentPayloadBytesMax bounds the payload bytes of live messages the
 	// broker holds in memory, over all partitions. Past it, a newly durable
@@ -38,7 +60,7 @@ type Config struct {
 	// from the file when it is delivered, so a backlog costs disk, not RAM.
 	ResidentPayloadBytesMax int64
 	// SnapshotEntriesMin is the fewest log entries between two snapshots of
-	// a partition (logstore.ShouldSnapshotAfter).
+	// a partition.
 	SnapshotEntriesMin int
 
 	// Users are seeded into the user store while it is empty.
@@ -48,10 +70,17 @@ type Config struct {
 	AllowDefaultLoopback bool
 
 	// Partition is the template for every queue partition's core config
-	// (Queue and Epoch are filled per partition).
+	// (Queue, Epoch and TagFloor are filled per partition by the Node).
 	Partition core.Config
 
 	Logger *slog.Logger
+
+	// wallClock, when set (tests), replaces time.Now as the wall clock read
+	// once at boot to anchor the monotonic clock (clock.go).
+	wallClock func() time.Time
+	// wrapNodeLog, when set (tests), wraps the Node's record log (to stall
+	// or fail its syncs).
+	wrapNodeLog func(recordLog) recordLog
 }
 
 // UserSeed is a user to create on first start.
@@ -61,29 +90,33 @@ type UserSeed struct {
 }
 
 // DefaultConfig returns the embedded defaults: a local data directory and
-// loopback-friendly settings.
+// loopback-friendly settings. The machines' defaults come from
+// node.DefaultConfig, so the two never drift apart.
 func DefaultConfig() Config {
+	nd := node.DefaultConfig()
 	return Config{
 		DataDir:              "fibril-data",
-		ServerName:           "fibril-go",
+		ServerName:           nd.ServerName,
 		AdvertiseHost:        "127.0.0.1",
 		AdvertisePort:        9876,
-		ReconnectGraceMs:     5000,
-		HeartbeatInterval:    5 * time.Second,
+		ReconnectGraceMs:     nd.ReconnectGraceMs,
+		HeartbeatInterval:    time.Duration(nd.HeartbeatIntervalMs) * time.Millisecond,
+		HandshakeTimeout:     time.Duration(nd.HandshakeTimeoutMs) * time.Millisecond,
+		AuthTimeout:          time.Duration(nd.AuthTimeoutMs) * time.Millisecond,
+		ConnectionsMax:       nd.ConnectionsMax,
+		ResumeRestartTTLMs:   nd.ResumeRestartTTLMs,
 		FramePayloadBytesMax: wire.PayloadSizeBytesMaxDefault,
-		OutboxBytesMax:       256 << 20,
+		OutboxBytesMax:       nd.OutboxBytesMax,
 		RunnerInboxMax:       4096,
-		QueuesMax:            100_000,
+		QueuesMax:            nd.QueuesMax,
 		// The head of a backlog stays in memory; past it a delivery reads a
 		// 256 KiB window of the blob file (from the page cache, mostly).
 		// 16 MiB rather than 64: every resident byte sits on a freshly
-		// faulted page, and confirmed-publish did 127-132k msgs/s at
-		// 1.61-1.62 s of server CPU against 113-116k at 1.99-2.10 s,
-		// end to end unchanged (docs/PERF-LOG.md).
-		ResidentPayloadBytesMax: 16 << 20,
+		// faulted page (docs/PERF-LOG.md).
+		ResidentPayloadBytesMax: nd.ResidentPayloadBytesMax,
 		SnapshotEntriesMin:      logstore.SnapshotEntriesMin,
-		AllowDefaultLoopback:    true,
-		Partition:               core.DefaultConfig(core.QueueID{Topic: "template"}),
+		AllowDefaultLoopback:    nd.AllowDefaultLoopback,
+		Partition:               nd.Partition,
 		Logger:                  slog.Default(),
 	}
 }
@@ -93,20 +126,12 @@ func (c Config) Validate() error {
 	switch {
 	case c.DataDir == "":
 		return errors.New("config: data dir must not be empty")
-	case c.ReconnectGraceMs < 0:
-		return errors.New("config: reconnect grace must not be negative")
-	case c.HeartbeatInterval <= 0:
-		return errors.New("config: heartbeat interval must be positive")
-	case c.FramePayloadBytesMax < 1024:
-		return errors.New("config: frame payload cap must be at least 1 KiB")
-	case c.OutboxBytesMax < int(c.FramePayloadBytesMax):
-		return errors.New("config: the outbox must hold at least one largest frame")
-	case c.SnapshotEntriesMin < 1:
-		return errors.New("config: snapshot entries floor must be at least 1")
-	case c.ResidentPayloadBytesMax < 0:
-		return errors.New("config: resident payload bytes must not be negative")
-	case c.RunnerInboxMax < 1 || c.QueuesMax < 1:
-		return errors.New("config: runner inbox and queue limits must be at least 1")
+	case c.HeartbeatInterval < time.Millisecond:
+		return errors.New("config: heartbeat interval must be at least 1 ms")
+	case c.HandshakeTimeout < time.Millisecond || c.AuthTimeout < time.Millisecond:
+		return errors.New("config: handshake and auth timeouts must be at least 1 ms")
+	case c.RunnerInboxMax < 2:
+		return errors.New("config: runner inbox must be at least 2")
 	case c.Logger == nil:
 		return errors.New("config: a logger is required")
 	}
@@ -118,5 +143,25 @@ func (c Config) Validate() error {
 			return errors.New("config: user " + u.Name + " needs a password")
 		}
 	}
-	return c.Partition.Validate()
+	return c.nodeConfig().Validate()
+}
+
+// nodeConfig is the machines' view of the config.
+func (c Config) nodeConfig() node.Config {
+	nc := node.DefaultConfig()
+	nc.ServerName = c.ServerName
+	nc.ReconnectGraceMs = c.ReconnectGraceMs
+	nc.HeartbeatIntervalMs = c.HeartbeatInterval.Milliseconds()
+	nc.HandshakeTimeoutMs = c.HandshakeTimeout.Milliseconds()
+	nc.AuthTimeoutMs = c.AuthTimeout.Milliseconds()
+	nc.ConnectionsMax = c.ConnectionsMax
+	nc.FramePayloadBytesMax = c.FramePayloadBytesMax
+	nc.OutboxBytesMax = c.OutboxBytesMax
+	nc.ResumeRestartTTLMs = c.ResumeRestartTTLMs
+	nc.AllowDefaultLoopback = c.AllowDefaultLoopback
+	nc.QueuesMax = c.QueuesMax
+	nc.ResidentPayloadBytesMax = c.ResidentPayloadBytesMax
+	nc.SnapshotEntriesMin = c.SnapshotEntriesMin
+	nc.Partition = c.Partition
+	return nc
 }

@@ -1,22 +1,25 @@
-// Package broker is Fibril's production runner: it moves bytes and time into
-// the pure core (core.Partition) and its effects out, over real connections
-// and a real write-ahead log.
+// Package broker is Fibril's production driver of the node core
+// (core/node): it moves bytes, time and storage completions into the
+// machines and their effects out, over real connections and real logs. It
+// holds no decision a client can observe; the simulator (sim/) drives the
+// very same machines.
 //
-// Shape (one goroutine per job, no lock held across I/O):
+// Shape (one goroutine per job, no lock held across a Step or I/O):
 //
-//   - a session per client connection: a reader goroutine that decodes frames,
-//     runs the handshake and auth, and turns requests into partition inputs;
-//     a writer goroutine that flushes the session's outbox, many frames per
-//     write;
-//   - a runner per loaded queue partition: the only goroutine that touches its
-//     core.Partition. It steps inputs, hands Ready.Persist to the partition's
-//     group-commit writer (io/logstore), feeds durability back as
-//     core.Persisted, routes replies and deliveries to sessions, forwards
-//     dead-letter copies, and sleeps until Ready.NextWakeMs;
-//   - a registry that loads partitions lazily on first use, so idle declared
-//     queues cost a catalogue line and no memory.
-//
-// Sessions outlive their connection for the reconnect grace: a dropped client
-// that resumes with its identity in time keeps its subscriptions and may still
-// settle its deliveries.
+//   - actors (actor.go): the Node and every Session machine, each with a
+//     mailbox; whoever pushes into an idle mailbox drains it, so a frame is
+//     usually stepped on its reader's goroutine with no extra hop (a
+//     partition runner hands the sessions it fed to goroutines of their
+//     own, so its clients' frames never serialise onto it);
+//   - connections (conn.go): a reader per socket (frames to the Node until
+//     it binds the connection, then to the session; the client
+//     backpressure path) and a writer per socket (many frames per write);
+//   - partition runners (host.go): a goroutine per loaded partition that
+//     steps its Host, hands entries to the partition's group-commit writer
+//     (io/logstore), feeds durability back, reads stored payloads back
+//     before they leave, and sleeps until the Host's wake-up;
+//   - the Node's log (nodelog.go), the password-check pool (auth.go), the
+//     router (actor.go: envelopes by address, FIFO per sender/receiver
+//     pair, bounced to the sender when the receiver does not exist), and a
+//     monotonic clock anchored at boot (clock.go).
 package broker

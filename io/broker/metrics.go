@@ -4,9 +4,13 @@ import (
 	"sync/atomic"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/node"
 )
 
-// metrics are broker-wide counters (SPEC §13). They reset on restart.
+// metrics are broker-wide counters (SPEC §13), fed from what the driver
+// carries (envelopes, Ready.Settled, connections, auth checks). They reset
+// on restart. What only a machine knows (grace entered or expired, resumes,
+// protocol errors) is not counted here.
 type metrics struct {
 	published    atomic.Uint64
 	delivered    atomic.Uint64
@@ -21,14 +25,28 @@ type metrics struct {
 	graceEntered atomic.Uint64
 	graceExpired atomic.Uint64
 	resumed      atomic.Uint64
-	// unconfirmedRefused counts unconfirmed publishes the core refused (queue
-	// full, storage behind): they get no ERROR, which would kill the client.
-	unconfirmedRefused atomic.Uint64
 	// residentPayloadBytes is the payload bytes live messages hold in memory,
 	// over all partitions (Config.ResidentPayloadBytesMax bounds it).
 	residentPayloadBytes atomic.Int64
-	payloadsSpilled      atomic.Uint64 // payloads dropped from memory
 	payloadsRead         atomic.Uint64 // stored payloads read back for delivery
+}
+
+// countEnvelope counts what the router sees pass: client publishes into
+// partitions and deliveries out of them. Counting never decides anything.
+func (m *metrics) countEnvelope(env *node.Envelope) {
+	switch msg := env.Msg.(type) {
+	case *node.Request:
+		if pub, ok := msg.Input.(*core.Publish); ok && !pub.System {
+			m.published.Add(1)
+		}
+	case *node.Deliveries:
+		m.delivered.Add(uint64(len(msg.Items)))
+		for i := range msg.Items {
+			if msg.Items[i].Retries > 0 {
+				m.redelivered.Add(1)
+			}
+		}
+	}
 }
 
 func (m *metrics) settled(s []core.Settlement) {

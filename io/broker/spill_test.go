@@ -38,10 +38,7 @@ func TestPayloadsOverTheBudgetAreReadBack(t *testing.T) {
 		}
 	}
 	// The spill follows the durability report on the runner goroutine.
-	waitFor(func() bool { return b.metrics.payloadsSpilled.Load() >= messages })
-	if got := b.metrics.payloadsSpilled.Load(); got != messages {
-		t.Fatalf("%d payloads spilled, want %d", got, messages)
-	}
+	waitFor(func() bool { return b.metrics.residentPayloadBytes.Load() == 0 })
 	if got := b.metrics.residentPayloadBytes.Load(); got != 0 {
 		t.Fatalf("%d payload bytes resident with a budget of 0", got)
 	}
@@ -89,10 +86,11 @@ func TestBudgetKeepsTheHeadInMemory(t *testing.T) {
 		id := p.request(wire.OpPublish, &wire.Publish{Topic: "q", RequireConfirm: true, Payload: spillPayload(i)})
 		p.reply(id)
 	}
-	waitFor(func() bool { return b.metrics.payloadsSpilled.Load() >= 45 })
-	spilled, resident := b.metrics.payloadsSpilled.Load(), b.metrics.residentPayloadBytes.Load()
-	if spilled < 45 || spilled > 55 || resident > 100*710 {
-		t.Fatalf("spilled %d payloads, %d bytes resident; want about 50 spilled and at most %d resident", spilled, resident, 100*710)
+	// Spilled payloads leave memory: about 100 of the 150 stay resident.
+	waitFor(func() bool { return b.metrics.residentPayloadBytes.Load() <= 100*710 })
+	resident := b.metrics.residentPayloadBytes.Load()
+	if resident > 100*710 || resident < 90*700 {
+		t.Fatalf("%d bytes resident; want about 100 payloads and at most %d bytes", resident, 100*710)
 	}
 	p.subscribe("q", 0, 1000, false)
 	for i := 0; i < 150; i++ {
@@ -102,8 +100,8 @@ func TestBudgetKeepsTheHeadInMemory(t *testing.T) {
 		}
 		p.ack("q", 0, d.DeliveryTag)
 	}
-	if reads := b.metrics.payloadsRead.Load(); reads != spilled {
-		t.Fatalf("%d reads for %d spilled payloads", reads, spilled)
+	if reads := b.metrics.payloadsRead.Load(); reads < 45 || reads > 55 {
+		t.Fatalf("%d payloads read back, want about 50 (the spilled ones, once each)", reads)
 	}
 	waitFor(func() bool { return b.metrics.residentPayloadBytes.Load() == 0 })
 	if got := b.metrics.residentPayloadBytes.Load(); got != 0 {
@@ -125,8 +123,8 @@ func TestStoredPayloadIsDeadLetteredWhole(t *testing.T) {
 	want := spillPayload(7)
 	id = p.request(wire.OpPublish, &wire.Publish{Topic: "work", RequireConfirm: true, Payload: want})
 	p.reply(id)
-	waitFor(func() bool { return b.metrics.payloadsSpilled.Load() >= 1 })
-	if b.metrics.payloadsSpilled.Load() != 1 {
+	waitFor(func() bool { return b.metrics.residentPayloadBytes.Load() == 0 })
+	if b.metrics.residentPayloadBytes.Load() != 0 {
 		t.Fatal("the payload was not spilled")
 	}
 	p.subscribe("work", 0, 1, false)

@@ -1,0 +1,433 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/node"
+	"github.com/fibril-go/fibril/io/logstore"
+)
+
+// Partition runners: one goroutine per loaded queue partition, the only
+// context that steps its node.Host. Invariants:
+//   - entries reach the Committer in the order the Host produced them, and
+//     durability comes back as Persisted only after their fsync, so the
+//     core's durability gate holds in production exactly as in the
+//     simulator;
+//   - the inbox never refuses a push and never blocks one (a runner never
+//     waits on its own inbox, nor on another's): client backpressure is the
+//     readers' job (waitRoom);
+//   - a stored body leaves this goroutine only read back and owned by its
+//     envelope (Deliveries, DeadLetterOut); a failed read stops the broker
+//     cleanly: the envelope is not sent, the runner halts, nothing waits;
+//   - after a storage failure the runner halts: later envelopes to it
+//     bounce to their senders, and readers waiting on it are released.
+type hostRunner struct {
+	b         *Broker
+	id        core.QueueID
+	addr      node.Address
+	h         *node.Host
+	log       *logstore.Log
+	committer *logstore.Committer
+	payloads  *logstore.PayloadReader
+
+	mu         sync.Mutex
+	queue      []node.Input
+	halted     bool
+	room       chan struct{} // closed when a waited-for inbox drains to half
+	roomWanted bool
+	notify     chan struct{}
+	stop       chan struct{}
+	stopOnce   sync.Once
+	done       chan struct{}
+	finishing  atomic.Bool // a clean close, not a halt on failure
+
+	// Runner goroutine only.
+	timer            *time.Timer
+	timerAtMs        int64
+	residentReported int64
+	durableIndex     uint64
+	snapshotIndex    uint64 // requested and not yet reported done; 0: none
+	snapshotKeep     uint64
+	work             worklist // reused: sessions this runner's steps claimed
+}
+
+var errBrokerClosing = errors.New("broker is shutting down")
+
+// startLoad carries out a LoadRequest off the Node's context: recovering a
+// partition can take long, and nothing may wait on it but its own Opens.
+func (b *Broker) startLoad(req node.LoadRequest) {
+	b.loads.Add(1)
+	go func() {
+		defer b.loads.Done()
+		err := b.load(req)
+		if err != nil {
+			b.log.Error("queue failed to load", "queue", req.Queue.String(), "err", err)
+		}
+		b.deliverTo(b.nodeActor, &node.LoadDone{Queue: req.Queue, Err: err})
+	}()
+}
+
+func (b *Broker) load(req node.LoadRequest) error {
+	if b.stopped() {
+		return errBrokerClosing
+	}
+	dir := partitionDir(b.cfg.DataDir, req.Queue)
+	log, rec, err := logstore.Open(dir, logstore.DefaultOptions())
+	if err != nil {
+		return fmt.Errorf("queue %s: open log: %w", req.Queue, err)
+	}
+	if rec.TruncatedTail {
+		b.log.Warn("queue log had a torn tail; cut at the last valid record", "queue", req.Queue.String())
+	}
+	p, err := core.Recover(req.Config, rec.Snapshot, rec.Entries)
+	if err != nil {
+		log.Close()
+		return fmt.Errorf("queue %s: recover: %w", req.Queue, err)
+	}
+	r := &hostRunner{
+		b: b, id: req.Queue, addr: node.PartitionAddr(req.Queue), log: log,
+		h:        node.NewHost(b.nodeCfg, p, req),
+		payloads: logstore.NewPayloadReader(dir),
+		room:     make(chan struct{}), notify: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}),
+		timer:        time.NewTimer(time.Hour),
+		durableIndex: p.LastIndex(),
+	}
+	r.timer.Stop()
+	r.committer = logstore.NewCommitter(log, r.onDurable)
+	b.hostMu.Lock()
+	if b.hostsClosed {
+		b.hostMu.Unlock()
+		r.committer.Close()
+		log.Close()
+		return errBrokerClosing
+	}
+	assertTrue(b.hosts[req.Queue] == nil, "the Node loads a partition once")
+	b.hosts[req.Queue] = r
+	b.hostMu.Unlock()
+	go r.run()
+	// The Host's first step applies settings and recovery timers.
+	r.push(&node.Tick{})
+	return nil
+}
+
+func (b *Broker) host(q core.QueueID) *hostRunner {
+	b.hostMu.RLock()
+	defer b.hostMu.RUnlock()
+	return b.hosts[q]
+}
+
+// push queues an input; false when the runner halted (the caller bounces).
+func (r *hostRunner) push(in node.Input) bool {
+	_, ok := r.pushDepth(in)
+	return ok
+}
+
+// pushDepth is push, also saying how deep the inbox is now (backpressure).
+func (r *hostRunner) pushDepth(in node.Input) (int, bool) {
+	r.mu.Lock()
+	if r.halted {
+		r.mu.Unlock()
+		return 0, false
+	}
+	r.queue = append(r.queue, in)
+	depth := len(r.queue)
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+	return depth, true
+}
+
+// waitRoom blocks a connection reader until the inbox is at most half its
+// limit, the runner halts, or cancel closes.
+func (r *hostRunner) waitRoom(cancel <-chan struct{}) {
+	r.mu.Lock()
+	if r.halted || len(r.queue) <= r.b.cfg.RunnerInboxMax/2 {
+		r.mu.Unlock()
+		return
+	}
+	r.roomWanted = true
+	room := r.room
+	r.mu.Unlock()
+	select {
+	case <-room:
+	case <-cancel:
+	case <-r.stop:
+	}
+}
+
+// onDurable runs on the committer goroutine.
+func (r *hostRunner) onDurable(upTo uint64, stored []logstore.StoredPayload, err error) {
+	if err != nil {
+		r.b.fatal(fmt.Errorf("queue %s: storage failed: %w", r.id, err))
+		r.halt()
+		return
+	}
+	in := &node.Persisted{UpToIndex: upTo}
+	if len(stored) > 0 {
+		in.Stored = make([]node.StoredPayload, len(stored))
+		for i, sp := range stored {
+			in.Stored[i] = node.StoredPayload{Offset: sp.Offset, Ref: sp.Ref}
+		}
+	}
+	r.push(in)
+}
+
+func (r *hostRunner) run() {
+	defer close(r.done)
+	var batch []node.Input
+	for {
+		select {
+		case <-r.notify:
+			batch = r.take(batch)
+			nowMs := r.b.clock.nowMs() // one clock read per batch
+			for _, in := range batch {
+				if !r.step(in, nowMs) {
+					return
+				}
+			}
+			r.handOff()
+		case <-r.timer.C:
+			r.timerAtMs = 0
+			if !r.step(&node.Tick{}, r.b.clock.nowMs()) {
+				return
+			}
+			r.handOff()
+		case <-r.stop:
+			if r.finishing.Load() {
+				// A clean close: step what was queued before it (settles
+				// routed before the sockets closed), so the Committer's
+				// final flush writes their entries.
+				batch = r.take(batch)
+				nowMs := r.b.clock.nowMs()
+				for _, in := range batch {
+					if !r.step(in, nowMs) {
+						break
+					}
+				}
+			}
+			return
+		}
+	}
+}
+
+// handOff drains the sessions this batch claimed on goroutines of their
+// own: their mailboxes also hold their clients' frames (acks, publishes),
+// whose decoding must not serialise onto this partition's goroutine.
+func (r *hostRunner) handOff() {
+	for _, a := range r.work.actors {
+		r.b.drainDetached(a)
+	}
+	clear(r.work.actors)
+	r.work.actors = r.work.actors[:0]
+	assertTrue(len(r.work.wakes) == 0, "a Host queues no bytes itself")
+}
+
+// take swaps out the inbox and lets waiting readers go once it is drained.
+func (r *hostRunner) take(done []node.Input) []node.Input {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(done)
+	batch := r.queue
+	r.queue = done[:0]
+	if r.roomWanted {
+		r.roomWanted = false
+		close(r.room)
+		r.room = make(chan struct{})
+	}
+	return batch
+}
+
+// step stamps one input, steps the Host and carries out its effects. It
+// reports false when the runner must stop (storage failed).
+func (r *hostRunner) step(in node.Input, nowMs int64) bool {
+	stampMachineInput(in, nowMs)
+	persisted, _ := in.(*node.Persisted)
+	if persisted != nil {
+		assertTrue(persisted.UpToIndex >= r.durableIndex, "durability reports only grow")
+		r.durableIndex = persisted.UpToIndex
+		persisted.ResidentTotalBytes = r.b.metrics.residentPayloadBytes.Load()
+	}
+	rd := r.h.Step(in)
+	recycle(in)
+	if !r.apply(rd) {
+		r.halt()
+		return false
+	}
+	if persisted != nil {
+		r.snapshotIfDurable()
+	}
+	r.arm(rd.WakeMs, nowMs)
+	return true
+}
+
+// apply carries out a Host Ready in contract order.
+func (r *hostRunner) apply(rd *node.Ready) bool {
+	assertTrue(len(rd.Sends) == 0 && len(rd.Close) == 0, "a Host writes to no connection")
+	assertTrue(len(rd.Persist) == 0 && len(rd.Start) == 0, "a Host persists entries, starts nothing")
+	if len(rd.PersistEntries) > 0 {
+		if err := r.committer.Submit(rd.PersistEntries); err != nil {
+			r.b.fatal(fmt.Errorf("queue %s: storage refused entries: %w", r.id, err))
+			return false
+		}
+	}
+	w := &r.work
+	for i := range rd.Out {
+		env := rd.Out[i]
+		assertTrue(env.From == r.addr, "a Host sends only as itself")
+		if !r.resolveBodies(env.Msg) {
+			return false
+		}
+		r.b.route(env, w)
+	}
+	if rd.Snapshot != nil {
+		r.requestSnapshot(rd.Snapshot)
+	}
+	r.b.metrics.settled(rd.Settled)
+	r.reportResident(rd.ResidentBytes)
+	return true
+}
+
+// resolveBodies reads stored bodies of msg back, into memory the envelope
+// owns (the reader's buffer is reused by the next read).
+func (r *hostRunner) resolveBodies(msg node.Message) bool {
+	switch m := msg.(type) {
+	case *node.Deliveries:
+		for i := range m.Items {
+			body, ok := r.loaded(m.Items[i].Body)
+			if !ok {
+				return false
+			}
+			m.Items[i].Body = body
+		}
+	case *node.DeadLetterOut:
+		body, ok := r.loaded(m.Body)
+		if !ok {
+			return false
+		}
+		m.Body = body
+	}
+	return true
+}
+
+func (r *hostRunner) loaded(body *core.Body) (*core.Body, bool) {
+	if body == nil || !body.IsStored() {
+		return body, true
+	}
+	payload, err := r.payloads.Read(body.Ref)
+	if err != nil {
+		// A durable payload cannot be read back (removed, cut short, or
+		// failing its checksum): nothing more may be served from this log;
+		// restart recovery decides what is left (SPEC §7).
+		r.b.fatal(fmt.Errorf("queue %s: reading a stored payload: %w", r.id, err))
+		return nil, false
+	}
+	r.b.metrics.payloadsRead.Add(1)
+	out := *body
+	out.Payload, out.Ref = append([]byte(nil), payload...), core.PayloadRef{}
+	return &out, true
+}
+
+// requestSnapshot hands a snapshot to the Committer, which writes it once
+// every entry up to its index is durable.
+func (r *hostRunner) requestSnapshot(req *node.SnapshotRequest) {
+	assertTrue(r.snapshotIndex == 0, "one snapshot in flight per partition")
+	data := append([]byte(nil), req.Data...)
+	if err := r.committer.SaveSnapshot(req.Index, data, req.KeepBlobsFrom); err != nil {
+		r.push(&node.SnapshotDone{Index: req.Index, Err: err})
+		return
+	}
+	r.snapshotIndex, r.snapshotKeep = req.Index, req.KeepBlobsFrom
+	r.snapshotIfDurable()
+}
+
+// snapshotIfDurable reports the pending snapshot done once its index is
+// durable: the Committer saves it right after that round's fsync, and a
+// failure to save it comes back as a storage failure (fatal).
+func (r *hostRunner) snapshotIfDurable() {
+	if r.snapshotIndex == 0 || r.durableIndex < r.snapshotIndex {
+		return
+	}
+	// The snapshot removes the blob files below keep (all covered ones when
+	// keep is 0): let go of our handles, which would keep their blocks.
+	keep := r.snapshotKeep
+	if keep == 0 {
+		keep = math.MaxUint64
+	}
+	r.payloads.Forget(keep)
+	r.push(&node.SnapshotDone{Index: r.snapshotIndex})
+	r.snapshotIndex, r.snapshotKeep = 0, 0
+}
+
+// reportResident brings the broker's resident total up to this partition's.
+func (r *hostRunner) reportResident(nowBytes int64) {
+	assertTrue(nowBytes >= 0, "resident bytes are never negative")
+	if nowBytes != r.residentReported {
+		r.b.metrics.residentPayloadBytes.Add(nowBytes - r.residentReported)
+		r.residentReported = nowBytes
+	}
+}
+
+func (r *hostRunner) arm(wakeMs, nowMs int64) {
+	if wakeMs == 0 {
+		if r.timerAtMs != 0 {
+			r.timer.Stop()
+			r.timerAtMs = 0
+		}
+		return
+	}
+	if r.timerAtMs == wakeMs {
+		return
+	}
+	r.timer.Stop()
+	select { // drain a fire that raced the stop
+	case <-r.timer.C:
+	default:
+	}
+	// One millisecond late rather than early (the clock truncates).
+	r.timer.Reset(time.Duration(max(wakeMs-nowMs, 0)+1) * time.Millisecond)
+	r.timerAtMs = wakeMs
+}
+
+// halt stops the runner taking inputs; waiting readers go.
+func (r *hostRunner) halt() {
+	r.stopOnce.Do(func() {
+		r.mu.Lock()
+		r.halted = true
+		r.mu.Unlock()
+		close(r.stop)
+	})
+}
+
+// close stops the runner and flushes its log.
+func (r *hostRunner) close() {
+	r.finishing.Store(true)
+	r.halt()
+	<-r.done
+	if err := r.committer.Close(); err != nil {
+		r.b.log.Error("closing queue log", "queue", r.id.String(), "err", err)
+	}
+	r.payloads.Close()
+	r.reportResident(0)
+	r.log.Close()
+}
+
+// partitionDir is where one partition's log lives. '@' cannot appear in a
+// name, so "topic@group" never collides with an ungrouped topic.
+func partitionDir(dataDir string, id core.QueueID) string {
+	name := id.Topic
+	if id.Group != "" {
+		name += "@" + id.Group
+	}
+	return filepath.Join(dataDir, "queues", name, strconv.FormatUint(uint64(id.Partition), 10))
+}
