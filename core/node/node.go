@@ -53,6 +53,10 @@ type Node struct {
 	// process whose catalogue record is not yet durable.
 	partitions map[core.QueueID]*partitionEntry
 	creating   map[queueKey]*creatingQueue
+	// queueRecordAt is the index of each queue's last catalogue record not
+	// yet durable (absent once durable): a declare that changes nothing
+	// still waits for it, since "nothing changes" was judged against it.
+	queueRecordAt map[queueKey]uint64
 	// forwardsWaiting counts dead-letter copies waiting for a queue record
 	// or a load (bounded by deadLetterForwardsMax).
 	forwardsWaiting int
@@ -103,6 +107,9 @@ type gatedAction struct {
 	kind     gatedKind
 	to       Address // gatedDeclared
 	declared Declared
+	// changed: the declare recorded new settings (gatedDeclared), which
+	// the loaded partitions get with the answer.
+	changed bool
 	key      queueKey // gatedDeclared, gatedCreated
 }
 
@@ -154,6 +161,7 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 		cfg: cfg, state: state, durableIndex: state.lastIndex,
 		conns: map[ConnID]*conn{}, sessions: map[SessionID]*sessionEntry{}, byClient: map[[16]byte]SessionID{},
 		partitions: map[core.QueueID]*partitionEntry{}, creating: map[queueKey]*creatingQueue{},
+		queueRecordAt: map[queueKey]uint64{},
 	}
 	if snapshot != nil {
 		n.snapshotBase = n.snapshotIndexOf(snapshot)
@@ -400,9 +408,16 @@ func (n *Node) release(g *gatedAction) {
 	case gatedDeclared:
 		answer := g.declared // g's slot is cleared after release
 		n.send(g.to, &answer)
-		n.updateLoadedPartitions(g.key)
+		if g.changed {
+			n.updateLoadedPartitions(g.key)
+		}
 	case gatedCreated:
 		n.queueCreated(g.key)
+	}
+	// Every queue record is followed by a gate on it, so the release of
+	// that gate is where the queue's last record becomes durable.
+	if at, ok := n.queueRecordAt[g.key]; ok && g.kind != gatedBoot && at <= n.durableIndex {
+		delete(n.queueRecordAt, g.key)
 	}
 }
 

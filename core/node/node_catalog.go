@@ -79,9 +79,18 @@ type bootWaiter struct {
 // createQueue records a new queue; what needs it waits for the record.
 func (n *Node) createQueue(e *catalogEntry) {
 	assertHold(n.state.queues[e.key] == nil, "a queue is created once")
-	index := n.appendRecord(&record{kind: recordQueue, queue: e})
+	index := n.appendQueueRecord(e)
 	n.creating[e.key] = &creatingQueue{index: index}
 	n.gate(gatedAction{kind: gatedCreated, key: e.key})
+}
+
+// appendQueueRecord records a queue's whole entry and notes the index: a
+// gate on it follows (createQueue, onDeclareQueue).
+func (n *Node) appendQueueRecord(e *catalogEntry) uint64 {
+	index := n.appendRecord(&record{kind: recordQueue, queue: e})
+	assertHold(n.queueRecordAt[e.key] < index, "a queue's records are appended in index order")
+	n.queueRecordAt[e.key] = index
+	return index
 }
 
 // queueCreated: the queue's record is durable; its waiters go on.
@@ -208,8 +217,11 @@ func (n *Node) onDeclareQueue(from Address, d *DeclareQueue) {
 	entry := n.state.queues[key]
 	answer := Declared{Token: d.Token, Partitions: next.partitions}
 	if entry != nil && catalogSettingsEqual(entry.settings, next.settings) {
-		// Nothing changes: answer once the queue's record is durable.
-		if n.creating[key] != nil {
+		// Nothing changes against the entry in memory, which may hold a
+		// declare (or the creation) not yet durable: answer once the
+		// queue's last record is, never before (a crash would take back
+		// what the answer confirms).
+		if n.queueRecordAt[key] > n.durableIndex {
 			n.gate(gatedAction{kind: gatedDeclared, to: from, declared: answer, key: key})
 			return
 		}
@@ -225,9 +237,9 @@ func (n *Node) onDeclareQueue(from Address, d *DeclareQueue) {
 	if entry == nil {
 		n.createQueue(next)
 	} else {
-		n.appendRecord(&record{kind: recordQueue, queue: next})
+		n.appendQueueRecord(next)
 	}
-	n.gate(gatedAction{kind: gatedDeclared, to: from, declared: answer, key: key})
+	n.gate(gatedAction{kind: gatedDeclared, to: from, declared: answer, key: key, changed: true})
 }
 
 // resolveDeclare validates a declare and merges its present fields over the

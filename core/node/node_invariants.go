@@ -104,6 +104,15 @@ func (n *Node) checkCatalog() error {
 			return fmt.Errorf("catalogue entry %+v filed under %+v", e.key, k)
 		}
 	}
+	// A queue's pending record is one the gate still waits for.
+	if len(n.queueRecordAt) > len(n.gated) {
+		return fmt.Errorf("%d queues with a record pending, %d gated actions", len(n.queueRecordAt), len(n.gated))
+	}
+	for k, at := range n.queueRecordAt {
+		if n.state.queues[k] == nil || at <= n.durableIndex || at > n.state.lastIndex {
+			return fmt.Errorf("queue %+v has a pending record at %d (durable %d, last %d)", k, at, n.durableIndex, n.state.lastIndex)
+		}
+	}
 	forwards := 0
 	for k, cq := range n.creating {
 		if n.state.queues[k] == nil || cq.index <= n.durableIndex {
