@@ -110,7 +110,7 @@ type gatedAction struct {
 	// changed: the declare recorded new settings (gatedDeclared), which
 	// the loaded partitions get with the answer.
 	changed bool
-	key      queueKey // gatedDeclared, gatedCreated
+	key     queueKey // gatedDeclared, gatedCreated
 }
 
 // partitionEntry is a partition being loaded or loaded.
