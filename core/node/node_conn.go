@@ -56,6 +56,12 @@ type sessionEntry struct {
 	token    [16]byte
 }
 
+// skeletonRefreshDivisor: a live session's skeleton is recorded again every
+// ResumeRestartTTLMs/skeletonRefreshDivisor, so its savedAtMs is never
+// older than that while the session lives: after a crash its age counts
+// from (at most that long before) the crash, not from the last SUBSCRIBE.
+const skeletonRefreshDivisor = 4
+
 // deadlinesCompactionSlack: the handshake deadline list keeps entries of
 // connections that closed or completed their handshake until they surface;
 // it is compacted once it outgrows the connections by this much.
@@ -316,6 +322,11 @@ func (n *Node) startSession(clientID, token [16]byte) *sessionEntry {
 	s := &sessionEntry{id: n.lastSessionID, clientID: clientID, token: token}
 	n.sessions[s.id] = s
 	n.byClient[clientID] = s.id
+	if sk := n.state.skeletons[clientID]; sk != nil {
+		// Restored from a skeleton: live again, so kept fresh from now on.
+		assertHold(sk.token == token, "a restored session keeps its skeleton's token")
+		n.scheduleSkeletonSweep(n.skeletonDueMs(sk))
+	}
 	n.rd.Start = append(n.rd.Start, SessionInit{ID: s.id, ClientID: clientID, Token: token, OwnerID: n.state.ownerID})
 	return s
 }
@@ -383,33 +394,66 @@ func (n *Node) onSkeletonChanged(from Address, msg *SkeletonChanged) {
 	}
 	sk := &skeleton{clientID: s.clientID, token: s.token, savedAtMs: n.nowMs, subs: subs}
 	n.appendRecord(&record{kind: recordSkeleton, skeleton: sk})
-	if at := n.nowMs + n.cfg.ResumeRestartTTLMs; n.skeletonSweepAtMs == 0 || at < n.skeletonSweepAtMs {
-		n.skeletonSweepAtMs = at
-	}
+	n.scheduleSkeletonSweep(n.skeletonDueMs(sk)) // its session is live: a refresh
 }
 
-// expireSkeletons forgets, durably, skeletons older than the restart TTL.
+// expireSkeletons keeps live sessions' skeletons fresh and forgets,
+// durably, those no session holds once older than the restart TTL. A live
+// session's skeleton never expires: its session may still be resumed after
+// a restart, however long ago its last SUBSCRIBE was.
 func (n *Node) expireSkeletons() {
 	ttl := n.cfg.ResumeRestartTTLMs
 	if ttl == 0 || n.skeletonSweepAtMs == 0 || n.nowMs < n.skeletonSweepAtMs {
 		return
 	}
-	// One scan drops every expired skeleton and finds the next expiry; it
+	// One scan handles every skeleton due and finds the next due time; it
 	// runs only when one is due, not at every step.
 	n.skeletonSweepAtMs = 0
+	refreshMs := n.skeletonRefreshMs()
 	for _, id := range sortedClientIDs(n.state.skeletons) {
 		sk := n.state.skeletons[id]
-		if n.nowMs-sk.savedAtMs >= ttl {
+		_, live := n.byClient[id]
+		switch {
+		case live && n.nowMs-sk.savedAtMs >= refreshMs:
+			// Best effort, as any skeleton: with storage behind, try again
+			// one interval later.
+			if !n.storageBehind() {
+				fresh := &skeleton{clientID: sk.clientID, token: sk.token, savedAtMs: n.nowMs, subs: sk.subs}
+				n.appendRecord(&record{kind: recordSkeleton, skeleton: fresh})
+			}
+			n.scheduleSkeletonSweep(n.nowMs + refreshMs)
+		case !live && n.nowMs-sk.savedAtMs >= ttl:
 			n.appendRecord(&record{kind: recordSkeletonRemoved, removed: id})
-			continue
-		}
-		if at := sk.savedAtMs + ttl; n.skeletonSweepAtMs == 0 || at < n.skeletonSweepAtMs {
-			n.skeletonSweepAtMs = at
+		default:
+			n.scheduleSkeletonSweep(n.skeletonDueMs(sk))
 		}
 	}
 }
 
-// nextSkeletonExpiryMs is when the next skeleton reaches the TTL (0: none).
+// skeletonRefreshMs is how often a live session's skeleton is recorded
+// again (at least every millisecond step, for a tiny TTL).
+func (n *Node) skeletonRefreshMs() int64 {
+	return max(n.cfg.ResumeRestartTTLMs/skeletonRefreshDivisor, 1)
+}
+
+// skeletonDueMs is when sk next needs the sweep: its refresh while a live
+// session holds it, its expiry otherwise.
+func (n *Node) skeletonDueMs(sk *skeleton) int64 {
+	if _, live := n.byClient[sk.clientID]; live {
+		return sk.savedAtMs + n.skeletonRefreshMs()
+	}
+	return sk.savedAtMs + n.cfg.ResumeRestartTTLMs
+}
+
+// scheduleSkeletonSweep brings the next sweep forward to atMs if later.
+func (n *Node) scheduleSkeletonSweep(atMs int64) {
+	assertHold(atMs > 0, "a sweep is scheduled at a real time")
+	if n.skeletonSweepAtMs == 0 || atMs < n.skeletonSweepAtMs {
+		n.skeletonSweepAtMs = atMs
+	}
+}
+
+// nextSkeletonExpiryMs is when the next skeleton is due (0: none).
 func (n *Node) nextSkeletonExpiryMs() int64 { return n.skeletonSweepAtMs }
 
 // onDrain tells every session the broker is going away.

@@ -87,6 +87,13 @@ func (n *Node) checkDirectory() error {
 	if ttl := n.cfg.ResumeRestartTTLMs; ttl > 0 && n.skeletonSweepAtMs == 0 && len(n.state.skeletons) > 0 {
 		return fmt.Errorf("%d skeletons and no expiry sweep scheduled", len(n.state.skeletons))
 	}
+	// No skeleton without a live session is kept past its TTL: the sweep
+	// comes no later than its expiry.
+	for id, sk := range n.state.skeletons {
+		if _, live := n.byClient[id]; !live && n.cfg.ResumeRestartTTLMs > 0 && n.skeletonSweepAtMs > sk.savedAtMs+n.cfg.ResumeRestartTTLMs {
+			return fmt.Errorf("skeleton %x expires at %d, sweep at %d", id[:4], sk.savedAtMs+n.cfg.ResumeRestartTTLMs, n.skeletonSweepAtMs)
+		}
+	}
 	return nil
 }
 

@@ -196,7 +196,9 @@ func (mc *nodeMachine) checkEnvelope(t *rapid.T, env Envelope, starts map[Sessio
 	}
 }
 
-// expectedOutcome is PROTOCOL 7.7's table, plainly.
+// expectedOutcome is PROTOCOL 7.7's table, plainly (a skeleton is only
+// resumed when no live session holds its client id, so its age is the
+// time since its process last had it live, within one refresh).
 func (mc *nodeMachine) expectedOutcome(resume *wire.ResumeIdentity) (wire.ResumeOutcome, SessionID) {
 	if resume == nil {
 		return wire.ResumeNew, 0
@@ -225,9 +227,19 @@ func (mc *nodeMachine) liveClient(clientID [16]byte) (SessionID, bool) {
 	return 0, false
 }
 
+// expireModelSkeletons is the skeleton rule: a skeleton a live session
+// holds never expires and is recorded again (savedAtMs = now) once it is
+// TTL/skeletonRefreshDivisor old; one no live session holds (its process
+// crashed) expires at the TTL from when it was last saved.
 func (mc *nodeMachine) expireModelSkeletons() {
+	refreshMs := max(mc.cfg.ResumeRestartTTLMs/skeletonRefreshDivisor, 1)
 	for id, sk := range mc.m.skeletons {
-		if mc.nowMs-sk.savedAtMs >= mc.cfg.ResumeRestartTTLMs {
+		_, live := mc.liveClient(id)
+		switch {
+		case live && mc.nowMs-sk.savedAtMs >= refreshMs:
+			sk.savedAtMs = mc.nowMs
+			mc.m.skeletons[id] = sk
+		case !live && mc.nowMs-sk.savedAtMs >= mc.cfg.ResumeRestartTTLMs:
 			delete(mc.m.skeletons, id)
 		}
 	}

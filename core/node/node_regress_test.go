@@ -2,6 +2,8 @@ package node
 
 import (
 	"testing"
+
+	"github.com/fibril-go/fibril/transport/wire"
 )
 
 // Regression tests for review findings on the Node machine (each failed
@@ -32,5 +34,57 @@ func TestNodeRedeclareWaitsForTheRecordItRepeats(t *testing.T) {
 	e = h.deliver(SessionAddr(2), &DeclareQueue{Token: 4, Topic: "q", MaxRetries: u32(3)})
 	if d, _ := envelopesOf[*Declared](e); len(d) != 1 || len(e.persist) != 0 {
 		t.Fatalf("a repeat of a durable declare: %+v, %d records", d, len(e.persist))
+	}
+}
+
+// A live session's skeleton never expires, however long ago its last
+// SUBSCRIBE was: it is what a restart needs (review finding 6). After a
+// crash the client still has at least (1 - 1/skeletonRefreshDivisor) of
+// the TTL to resume, measured from the crash.
+func TestNodeSkeletonOfALiveSessionOutlivesTheTTL(t *testing.T) {
+	h := newNodeHarness(t, testNodeConfig())
+	_, sid, _, e := h.hello(nil)
+	init := e.start[0]
+	h.deliver(SessionAddr(sid), &SkeletonChanged{Subs: []SkeletonSub{{Queue: qid("q", 0), Prefetch: 1}}})
+	for elapsedMs := int64(0); elapsedMs < 5*h.cfg.ResumeRestartTTLMs; elapsedMs += 1000 {
+		h.tick(1000)
+		if h.n.state.skeletons[init.ClientID] == nil {
+			t.Fatalf("the skeleton of a live session was removed %d ms after its subscribe", elapsedMs+1000)
+		}
+	}
+	h.restart(9)
+	h.tick(0)
+	h.tick(h.cfg.ResumeRestartTTLMs - h.cfg.ResumeRestartTTLMs/skeletonRefreshDivisor - 1)
+	_, _, at, _ := h.hello(identityOf(h.n.OwnerID(), init))
+	if at.Outcome != wire.ResumeResumedAfterRestart {
+		t.Fatalf("resume within the TTL after a restart of a session live until the crash: outcome %d", at.Outcome)
+	}
+}
+
+// A skeleton its session no longer holds (the process that had it live
+// crashed) still expires at the TTL, and a session restored from one keeps
+// it fresh again.
+func TestNodeRestoredSkeletonIsRefreshedAndAnUnclaimedOneExpires(t *testing.T) {
+	h := newNodeHarness(t, testNodeConfig())
+	_, a, _, ea := h.hello(nil)
+	_, b, _, eb := h.hello(nil)
+	initA, initB := ea.start[0], eb.start[0]
+	h.deliver(SessionAddr(a), &SkeletonChanged{})
+	h.deliver(SessionAddr(b), &SkeletonChanged{})
+	h.restart(9)
+	h.tick(0)
+	h.tick(1000)
+	if _, _, at, _ := h.hello(identityOf(h.n.OwnerID(), initA)); at.Outcome != wire.ResumeResumedAfterRestart {
+		t.Fatalf("outcome %d", at.Outcome)
+	}
+	for elapsedMs := int64(0); elapsedMs < 3*h.cfg.ResumeRestartTTLMs; elapsedMs += 5000 {
+		h.tick(5000)
+	}
+	if h.n.state.skeletons[initB.ClientID] != nil {
+		t.Fatal("an unclaimed skeleton outlived the TTL")
+	}
+	sk := h.n.state.skeletons[initA.ClientID]
+	if sk == nil || h.now-sk.savedAtMs > h.cfg.ResumeRestartTTLMs/skeletonRefreshDivisor {
+		t.Fatalf("the restored session's skeleton is not kept fresh: %+v (now %d)", sk, h.now)
 	}
 }
