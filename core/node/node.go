@@ -57,6 +57,10 @@ type Node struct {
 	// yet durable (absent once durable): a declare that changes nothing
 	// still waits for it, since "nothing changes" was judged against it.
 	queueRecordAt map[queueKey]uint64
+	// settingsSeq numbers DeclareSettings; heldDeclares are durable
+	// declares waiting for their settings to apply (node_settings.go).
+	settingsSeq  uint64
+	heldDeclares []heldDeclare
 	// forwardsWaiting counts dead-letter copies waiting for a queue record
 	// or a load (bounded by deadLetterForwardsMax).
 	forwardsWaiting int
@@ -120,6 +124,11 @@ type partitionEntry struct {
 	// sent is the catalogue settings the LoadRequest carried: a declare
 	// during the load is sent on at LoadDone.
 	sent catalogSettings
+	// Settings sent to the loaded partition and applied by it, by Seq, and
+	// the openers waiting for what was sent (node_settings.go).
+	settingsSentSeq    uint64
+	settingsAppliedSeq uint64
+	held               []opener
 }
 
 // creatingQueue is a queue created in this process whose catalogue record
@@ -315,6 +324,8 @@ func (n *Node) onDeliver(in *Deliver) {
 		n.onSkeletonChanged(from, msg)
 	case *DeadLetterOut:
 		n.onDeadLetterOut(from, msg)
+	case *SettingsApplied:
+		n.onSettingsApplied(from, msg)
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T envelope", msg))
 	}
@@ -329,7 +340,9 @@ func (n *Node) onBounced(in *Bounced) {
 	case *StoreDeadLetter:
 		// The target partition is gone: the source retries after a backoff.
 		n.send(PartitionAddr(msg.Source), &DeadLetterFailed{Offset: msg.Offset, Err: core.ErrPartitionLoadFailed})
-	case *Opened, *Declared, *ShuttingDown, *DeclareSettings, *DeadLetterFailed:
+	case *DeclareSettings:
+		n.onSettingsBounced(in.Envelope.To.Queue, msg)
+	case *Opened, *Declared, *ShuttingDown, *DeadLetterFailed:
 		// The session or partition is gone: nobody waits for the answer. A
 		// partition that was unloaded reads the catalogue when it loads again.
 	default:
@@ -406,11 +419,11 @@ func (n *Node) release(g *gatedAction) {
 			n.openQueue(w.key, w.o)
 		}
 	case gatedDeclared:
-		answer := g.declared // g's slot is cleared after release
-		n.send(g.to, &answer)
+		// The settings go out first: the answer waits for them.
 		if g.changed {
 			n.updateLoadedPartitions(g.key)
 		}
+		n.answerDeclared(g.to, g.declared, g.key)
 	case gatedCreated:
 		n.queueCreated(g.key)
 	}

@@ -120,6 +120,13 @@ func (n *Node) openPartition(key queueKey, o opener) {
 	id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: o.partition}
 	pe := n.partitions[id]
 	switch {
+	case pe != nil && pe.loaded && pe.settingsOutstanding(pe.settingsSentSeq):
+		// Its settings are on their way: answer once they are in force.
+		if len(pe.held) >= opensWaitingMax {
+			n.failOpener(key, o, core.ErrPartitionLoadFailed)
+			return
+		}
+		pe.held = append(pe.held, o)
 	case pe != nil && pe.loaded:
 		n.openerReady(id, entry.partitions, o)
 	case pe != nil:
@@ -196,8 +203,12 @@ func (n *Node) onLoadDone(in *LoadDone) {
 	// settings its LoadRequest carried: send it on now.
 	entry := n.state.queues[key]
 	assertHold(entry != nil, "a loaded partition's queue is in the catalogue")
+	// Its waiters are answered once the partition has them in force.
 	if !catalogSettingsEqual(pe.sent, entry.settings) {
-		n.send(PartitionAddr(in.Queue), declareSettingsOf(entry.settings))
+		n.sendSettings(in.Queue, pe, entry.settings)
+		pe.held = waiters
+		pe.sent = catalogSettings{}
+		return
 	}
 	pe.sent = catalogSettings{}
 	for _, o := range waiters {
@@ -209,6 +220,10 @@ func (n *Node) onLoadDone(in *LoadDone) {
 // that changes nothing is answered at once (when its queue is durable).
 func (n *Node) onDeclareQueue(from Address, d *DeclareQueue) {
 	key := queueKey{Topic: d.Topic, Group: core.NormalizeGroup(d.Group)}
+	if len(n.gated)+len(n.heldDeclares) >= declaresWaitingMax {
+		n.send(from, &Declared{Token: d.Token, Err: core.ErrCatalogBehind})
+		return
+	}
 	next, err := n.resolveDeclare(key, d)
 	if err != nil {
 		n.send(from, &Declared{Token: d.Token, Err: err})
@@ -225,7 +240,8 @@ func (n *Node) onDeclareQueue(from Address, d *DeclareQueue) {
 			n.gate(gatedAction{kind: gatedDeclared, to: from, declared: answer, key: key})
 			return
 		}
-		n.send(from, &answer)
+		// Durable: answer once what was sent to the partitions applies.
+		n.answerDeclared(from, answer, key)
 		return
 	}
 	// The record holds the whole merged entry; loaded partitions get the
@@ -303,7 +319,7 @@ func (n *Node) updateLoadedPartitions(key queueKey) {
 	for p := uint32(0); p < entry.partitions; p++ {
 		id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: p}
 		if pe := n.partitions[id]; pe != nil && pe.loaded {
-			n.send(PartitionAddr(id), declareSettingsOf(entry.settings))
+			n.sendSettings(id, pe, entry.settings)
 		}
 	}
 }

@@ -138,8 +138,22 @@ func (n *Node) checkCatalog() error {
 			return fmt.Errorf("partition %v loading for nobody", id)
 		case !n.bootDurable():
 			return fmt.Errorf("partition %v requested before the boot record is durable", id)
+		case pe.settingsAppliedSeq > pe.settingsSentSeq || pe.settingsSentSeq > n.settingsSeq:
+			return fmt.Errorf("partition %v applied settings %d, sent %d, last %d", id, pe.settingsAppliedSeq, pe.settingsSentSeq, n.settingsSeq)
+		case len(pe.held) > 0 && !(pe.loaded && pe.settingsOutstanding(pe.settingsSentSeq)):
+			return fmt.Errorf("partition %v holds %d opens with nothing outstanding", id, len(pe.held))
 		}
-		forwards += countForwards(pe.waiters)
+		forwards += countForwards(pe.waiters) + countForwards(pe.held)
+	}
+	// Declares stop at declaresWaitingMax; queues created by Opens add at
+	// most recordsUnpersistedMax gated actions, the boot record one.
+	if len(n.gated)+len(n.heldDeclares) > declaresWaitingMax+recordsUnpersistedMax+1 {
+		return fmt.Errorf("%d gated and %d held declares (limit %d)", len(n.gated), len(n.heldDeclares), declaresWaitingMax)
+	}
+	for i, hd := range n.heldDeclares {
+		if hd.seq > n.settingsSeq || !n.queueSettingsOutstanding(hd.key, hd.seq) {
+			return fmt.Errorf("held declare %d (token %d, seq %d) waits for nothing", i, hd.answer.Token, hd.seq)
+		}
 	}
 	if len(n.bootWaiters) > 0 && n.bootDurable() {
 		return fmt.Errorf("%d opens wait for a boot record that is durable", len(n.bootWaiters))

@@ -78,6 +78,9 @@ type nodeMachine struct {
 	loads               []core.QueueID        // asked for, not answered
 	owner               [16]byte
 	entropySeq          byte
+	// settings: DeclareSettings sent to each partition and not yet
+	// acknowledged, in order (a Host applies them in order).
+	settings map[core.QueueID][]*DeclareSettings
 }
 
 type mConn struct {
@@ -91,7 +94,7 @@ func newNodeMachine(t *rapid.T) *nodeMachine {
 	cfg.QueuesMax = 3
 	cfg.PartitionsPerQueueMax = 3
 	cfg.NodeSnapshotRecordsMin = 8
-	mc := &nodeMachine{cfg: cfg, nowMs: 100_000, conns: map[ConnID]*mConn{},
+	mc := &nodeMachine{cfg: cfg, nowMs: 100_000, conns: map[ConnID]*mConn{}, settings: map[core.QueueID][]*DeclareSettings{},
 		m: &nodeModel{queues: map[queueKey]mQueue{}, skeletons: map[[16]byte]mSkeleton{}, sessions: map[SessionID]mSession{},
 			history: map[uint64]mDurable{}, queueDurableAt: map[queueKey]uint64{}}}
 	n, err := NewNode(cfg, nil, nil, entropyOf(77))
@@ -192,7 +195,17 @@ func (mc *nodeMachine) checkEnvelope(t *rapid.T, env Envelope, starts map[Sessio
 			if !ok || msg.Partitions != q.partitions || msg.Queue.Partition >= q.partitions || mc.m.queueDurableAt[key] > mc.durable {
 				t.Fatalf("opened %+v, model queue %+v (durable at %d, durable %d)", msg, q, mc.m.queueDurableAt[key], mc.durable)
 			}
+			// A session may publish at once: the partition must hold
+			// every setting sent to it.
+			if n := len(mc.settings[msg.Queue]); n > 0 {
+				t.Fatalf("opened %v with %d DeclareSettings not applied", msg.Queue, n)
+			}
 		}
+	case *DeclareSettings:
+		if msg.Seq == 0 {
+			t.Fatalf("DeclareSettings to %v without a Seq", env.To)
+		}
+		mc.settings[env.To.Queue] = append(mc.settings[env.To.Queue], msg)
 	}
 }
 
@@ -364,6 +377,7 @@ func (mc *nodeMachine) crash(t *rapid.T) {
 		}
 	}
 	mc.conns, mc.loads, mc.askedData, mc.askedAt = map[ConnID]*mConn{}, nil, nil, 0
+	mc.settings = map[core.QueueID][]*DeclareSettings{}
 	var kept []uint64
 	for _, b := range mc.bounds {
 		if b <= mc.durable {
@@ -489,6 +503,28 @@ func TestNodeAgainstModel(t *testing.T) {
 					err = fmt.Errorf("load failed")
 				}
 				mc.step(t, &LoadDone{NowMs: mc.nowMs, Queue: q, Err: err})
+			},
+			"settingsApplied": func(t *rapid.T) {
+				ids := slices.SortedFunc(maps.Keys(mc.settings), func(a, b core.QueueID) int { return compareBytes([]byte(a.String()), []byte(b.String())) })
+				if len(ids) == 0 {
+					t.Skip("no settings on their way")
+				}
+				q := rapid.SampledFrom(ids).Draw(t, "partition")
+				// The Host answers some prefix of what it was sent; or its
+				// envelope bounces (the Host is gone).
+				pending := mc.settings[q]
+				upTo := rapid.IntRange(1, len(pending)).Draw(t, "upTo")
+				msg := pending[upTo-1]
+				if upTo == len(pending) {
+					delete(mc.settings, q)
+				} else {
+					mc.settings[q] = pending[upTo:]
+				}
+				if rapid.IntRange(0, 4).Draw(t, "bounce?") == 0 {
+					mc.step(t, &Bounced{NowMs: mc.nowMs, Envelope: Envelope{From: NodeAddr(), To: PartitionAddr(q), Msg: msg}})
+					return
+				}
+				mc.step(t, &Deliver{NowMs: mc.nowMs, Envelope: Envelope{From: PartitionAddr(q), To: NodeAddr(), Msg: &SettingsApplied{Seq: msg.Seq}}})
 			},
 			"persist": func(t *rapid.T) {
 				var candidates []uint64

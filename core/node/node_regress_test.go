@@ -88,3 +88,44 @@ func TestNodeRestoredSkeletonIsRefreshedAndAnUnclaimedOneExpires(t *testing.T) {
 		t.Fatalf("the restored session's skeleton is not kept fresh: %+v (now %d)", sk, h.now)
 	}
 }
+
+// A declare that changes a loaded partition's settings is answered only
+// once that partition says they are in force; a partition loaded with
+// older settings answers its Opens only once it has the new ones (review
+// finding 7).
+func TestNodeDeclaredAndOpenedWaitForTheSettingsToApply(t *testing.T) {
+	h := newNodeHarness(t, testNodeConfig())
+	_, sid, _, _ := h.hello(nil)
+	h.deliver(SessionAddr(sid), &DeclareQueue{Token: 1, Topic: "jobs", PartitionCount: 2})
+	h.openQueue(sid, "jobs", 1)
+	e := h.deliver(SessionAddr(sid), &Open{Token: 5, Topic: "jobs", Partition: 0})
+	if len(e.load) != 1 {
+		t.Fatal("no load of partition 0")
+	}
+	e = h.deliver(SessionAddr(sid), &DeclareQueue{Token: 2, Topic: "jobs", MaxRetries: u32(7)})
+	ds, to := envelopesOf[*DeclareSettings](e)
+	if len(ds) != 1 || to[0] != PartitionAddr(qid("jobs", 1)) || ds[0].Seq == 0 {
+		t.Fatalf("settings to the loaded partition: %+v to %v", ds, to)
+	}
+	if d, _ := envelopesOf[*Declared](e); len(d) != 0 {
+		t.Fatalf("Declared left with the settings, before jobs/1 applied them: %+v", d)
+	}
+	e = h.step(&Deliver{NowMs: h.now, Envelope: Envelope{From: PartitionAddr(qid("jobs", 1)), To: NodeAddr(), Msg: &SettingsApplied{Seq: ds[0].Seq}}})
+	if d, _ := envelopesOf[*Declared](e); len(d) != 1 || d[0].Token != 2 {
+		t.Fatalf("Declared once jobs/1 applied the settings: %+v", e.out)
+	}
+	// jobs/0 loaded with the settings of its LoadRequest: its Open waits.
+	e = h.step(&LoadDone{NowMs: h.now, Queue: qid("jobs", 0)})
+	ds, _ = envelopesOf[*DeclareSettings](e)
+	if len(ds) != 1 || ds[0].Seq == 0 {
+		t.Fatalf("settings at LoadDone: %+v", ds)
+	}
+	if o, _ := envelopesOf[*Opened](e); len(o) != 0 {
+		t.Fatalf("Opened left with the settings, before jobs/0 applied them: %+v", o)
+	}
+	// A bounced DeclareSettings (the Host is gone) releases what waits.
+	e = h.step(&Bounced{NowMs: h.now, Envelope: Envelope{From: NodeAddr(), To: PartitionAddr(qid("jobs", 0)), Msg: ds[0]}})
+	if o, _ := envelopesOf[*Opened](e); len(o) != 1 || o[0].Token != 5 {
+		t.Fatalf("Opened once the settings' envelope bounced: %+v", e.out)
+	}
+}
