@@ -28,7 +28,9 @@ type Node struct {
 
 	// Log position.
 	durableIndex uint64
-	bootIndex    uint64 // this process's boot record
+	// bootIndex is the last of this process's boot records: the boot
+	// counter and the first session id reservation (bootDurable).
+	bootIndex uint64
 	// snapshotBase is the index the newest snapshot covers (0: none);
 	// snapshotInflight the one asked for and not answered (0: none).
 	snapshotBase     uint64
@@ -42,6 +44,11 @@ type Node struct {
 	sessions      map[SessionID]*sessionEntry
 	byClient      map[[16]byte]SessionID
 	lastSessionID SessionID
+	// sessionIDsDurable: ids up to it are reserved by a durable record
+	// (only those are handed out); sessionIDsReserveIndex is the record
+	// of the reservation on its way (0: none), one at a time.
+	sessionIDsDurable      SessionID
+	sessionIDsReserveIndex uint64
 	// skeletonSweepAtMs is the earliest time a skeleton reaches the restart
 	// TTL (0: none to expire).
 	skeletonSweepAtMs int64
@@ -95,6 +102,11 @@ const (
 	// sessionSeqMax: session ids stay below 2^40 (a session may pack its
 	// id with a counter into 64 bits).
 	sessionSeqMax = 1<<40 - 1
+	// sessionIDsBlock: each reservation record makes this many more
+	// session ids usable; the next is written once half are used, so it
+	// is normally durable before the ids run out. A boot wastes at most
+	// one block: 2^16 x bootMax (2^24) boots fit the 2^40 budget.
+	sessionIDsBlock = 1 << 16
 )
 
 // gatedKind says what a gated action does once durable.
@@ -166,11 +178,17 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 	if state.boot >= bootMax {
 		return nil, fmt.Errorf("node: boot counter %d exhausted", state.boot)
 	}
+	if state.sessionIDCeiling >= sessionSeqMax {
+		return nil, fmt.Errorf("node: session ids exhausted (ceiling %d)", state.sessionIDCeiling)
+	}
 	n := &Node{
 		cfg: cfg, state: state, durableIndex: state.lastIndex,
 		conns: map[ConnID]*conn{}, sessions: map[SessionID]*sessionEntry{}, byClient: map[[16]byte]SessionID{},
 		partitions: map[core.QueueID]*partitionEntry{}, creating: map[queueKey]*creatingQueue{},
 		queueRecordAt: map[queueKey]uint64{},
+		// Every id at or below the ceiling may have been handed out by an
+		// earlier process: this one starts above it.
+		lastSessionID: SessionID(state.sessionIDCeiling), sessionIDsDurable: SessionID(state.sessionIDCeiling),
 	}
 	if snapshot != nil {
 		n.snapshotBase = n.snapshotIndexOf(snapshot)
@@ -186,7 +204,10 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 		copy(owner[:], entropy[:16]) // first boot: mint the owner id
 		setUUIDv4Bits(&owner)
 	}
-	n.bootIndex = n.appendRecord(&record{kind: recordBoot, boot: state.boot + 1, ownerID: owner})
+	n.appendRecord(&record{kind: recordBoot, boot: state.boot + 1, ownerID: owner})
+	n.reserveSessionIDs()
+	assertHold(n.sessionIDsReserveIndex == n.state.lastIndex, "a boot reserves its first session ids")
+	n.bootIndex = n.state.lastIndex
 	n.gate(gatedAction{kind: gatedBoot})
 	n.carry = true
 	return n, nil
@@ -232,6 +253,10 @@ func checkApplicable(s *durableState, r *record) error {
 	case recordQueue:
 		if old := s.queues[r.queue.key]; old != nil && old.partitions != r.queue.partitions {
 			return fmt.Errorf("%w: queue %v changed its partition count", ErrCorruptRecord, r.queue.key)
+		}
+	case recordSessionIDs:
+		if r.sessionIDCeiling <= s.sessionIDCeiling {
+			return fmt.Errorf("%w: session id ceiling %d after %d", ErrCorruptRecord, r.sessionIDCeiling, s.sessionIDCeiling)
 		}
 	}
 	return nil
@@ -380,9 +405,10 @@ func (n *Node) gate(g gatedAction) {
 	n.gated = append(n.gated, g)
 }
 
-// bootDurable says whether this process's boot record is durable: until it
-// is, no handshake is answered and no partition is loaded, so no delivery
-// tag of this boot can collide with one of a boot a crash forgot.
+// bootDurable says whether this process's boot records are durable: until
+// they are, no handshake is answered and no partition is loaded, so no
+// delivery tag of this boot can collide with one of a boot a crash forgot,
+// and the first session ids are reserved.
 func (n *Node) bootDurable() bool { return n.durableIndex >= n.bootIndex }
 
 // storageBehind says whether storage is too far behind for one more record
@@ -399,6 +425,11 @@ func (n *Node) onPersisted(in *Persisted) {
 		return // a late or repeated report
 	}
 	n.durableIndex = in.UpToIndex
+	// Before the gate: the boot's held HELLOs need the reserved ids.
+	if n.sessionIDsReserveIndex != 0 && n.sessionIDsReserveIndex <= n.durableIndex {
+		n.sessionIDsDurable = SessionID(n.state.sessionIDCeiling) // the one reservation on its way
+		n.sessionIDsReserveIndex = 0
+	}
 	released := 0
 	for released < len(n.gated) && n.gated[released].index <= n.durableIndex {
 		n.release(&n.gated[released])

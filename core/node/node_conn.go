@@ -231,6 +231,7 @@ func (n *Node) answerHeldHellos() {
 	for _, id := range ids {
 		c := n.conns[id]
 		n.heldHellos--
+		c.phase = connHandshaking // counted out: a refusal must not count it again
 		n.resolveHello(c, c.helloRequestID, c.resume)
 	}
 	assertHold(n.heldHellos == 0, "every held HELLO was answered")
@@ -258,8 +259,11 @@ func (n *Node) resolveHello(c *conn, requestID uint64, resume wire.Optional[wire
 			outcome = wire.ResumeRejected
 		} else if sk := n.restorableSkeleton(id); sk != nil {
 			// Same identity, fresh empty unauthenticated session.
-			s := n.startSession(sk.clientID, sk.token)
-			n.attach(c, s, requestID, wire.ResumeResumedAfterRestart)
+			if s := n.startSession(sk.clientID, sk.token); s != nil {
+				n.attach(c, s, requestID, wire.ResumeResumedAfterRestart)
+			} else {
+				n.refuseNoSessionID(c, requestID)
+			}
 			return
 		}
 	}
@@ -285,7 +289,18 @@ func (n *Node) restorableSkeleton(id wire.ResumeIdentity) *skeleton {
 // attachFresh starts a session with a new identity for c.
 func (n *Node) attachFresh(c *conn, requestID uint64, outcome wire.ResumeOutcome) {
 	clientID, token := n.mintIdentity(c.entropy)
-	n.attach(c, n.startSession(clientID, token), requestID, outcome)
+	s := n.startSession(clientID, token)
+	if s == nil {
+		n.refuseNoSessionID(c, requestID)
+		return
+	}
+	n.attach(c, s, requestID, outcome)
+}
+
+// refuseNoSessionID answers a HELLO that found no reserved session id
+// (the next reservation is not durable yet, or ids are exhausted).
+func (n *Node) refuseNoSessionID(c *conn, requestID uint64) {
+	n.refuse(c, wire.OpError, requestID, wire.CodeInternal, "broker is busy starting sessions; retry")
 }
 
 // mintIdentity draws a client id and a resume token from the connection's
@@ -313,12 +328,21 @@ func (n *Node) clientIDTaken(id [16]byte) bool {
 }
 
 // startSession mints the next session id and asks the driver to create
-// the Session machine (Ready.Start).
+// the Session machine (Ready.Start), or returns nil when no reserved id is
+// left: an id is handed out only under a durable reservation, so none
+// repeats after a crash.
 func (n *Node) startSession(clientID, token [16]byte) *sessionEntry {
-	assertHold(n.lastSessionID < sessionSeqMax, "session ids stay below 2^40")
 	_, taken := n.byClient[clientID]
 	assertHold(!taken, "one live session per client id")
+	if n.lastSessionID >= n.sessionIDsDurable {
+		n.reserveSessionIDs()
+		return nil
+	}
 	n.lastSessionID++
+	assertHold(n.lastSessionID <= sessionSeqMax, "session ids stay below 2^40")
+	if n.sessionIDsDurable-n.lastSessionID < sessionIDsBlock/2 {
+		n.reserveSessionIDs() // ahead of need: durable before they run out
+	}
 	s := &sessionEntry{id: n.lastSessionID, clientID: clientID, token: token}
 	n.sessions[s.id] = s
 	n.byClient[clientID] = s.id
@@ -329,6 +353,18 @@ func (n *Node) startSession(clientID, token [16]byte) *sessionEntry {
 	}
 	n.rd.Start = append(n.rd.Start, SessionInit{ID: s.id, ClientID: clientID, Token: token, OwnerID: n.state.ownerID})
 	return s
+}
+
+// reserveSessionIDs records a ceiling one block higher, unless one is on
+// its way or the ids are exhausted. Written even with storage behind (as
+// the boot record): one at a time, so never more than one.
+func (n *Node) reserveSessionIDs() {
+	if n.sessionIDsReserveIndex != 0 || n.state.sessionIDCeiling >= sessionSeqMax {
+		return
+	}
+	ceiling := min(n.state.sessionIDCeiling+sessionIDsBlock, sessionSeqMax)
+	n.sessionIDsReserveIndex = n.appendRecord(&record{kind: recordSessionIDs, sessionIDCeiling: ceiling})
+	assertHold(SessionID(n.state.sessionIDCeiling) > n.sessionIDsDurable, "a reservation raises the ceiling")
 }
 
 // attach binds c to s and hands s the transport (the session answers

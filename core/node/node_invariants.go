@@ -84,6 +84,14 @@ func (n *Node) checkDirectory() error {
 			return fmt.Errorf("session %d's client id maps to %d", id, n.byClient[s.clientID])
 		}
 	}
+	// Session ids: handed out only under a durable reservation, which is
+	// at or below the log's ceiling; one reservation on its way at most.
+	if n.lastSessionID > n.sessionIDsDurable || uint64(n.sessionIDsDurable) > n.state.sessionIDCeiling || n.state.sessionIDCeiling > sessionSeqMax {
+		return fmt.Errorf("session ids: last %d, durable reservation %d, ceiling %d", n.lastSessionID, n.sessionIDsDurable, n.state.sessionIDCeiling)
+	}
+	if i := n.sessionIDsReserveIndex; i != 0 && (i <= n.durableIndex || i > n.state.lastIndex) {
+		return fmt.Errorf("session id reservation at %d (durable %d, last %d)", i, n.durableIndex, n.state.lastIndex)
+	}
 	if ttl := n.cfg.ResumeRestartTTLMs; ttl > 0 && n.skeletonSweepAtMs == 0 && len(n.state.skeletons) > 0 {
 		return fmt.Errorf("%d skeletons and no expiry sweep scheduled", len(n.state.skeletons))
 	}

@@ -81,6 +81,8 @@ type nodeMachine struct {
 	// settings: DeclareSettings sent to each partition and not yet
 	// acknowledged, in order (a Host applies them in order).
 	settings map[core.QueueID][]*DeclareSettings
+	// sessionIDs: every session id ever started, across crashes.
+	sessionIDs map[SessionID]bool
 }
 
 type mConn struct {
@@ -94,7 +96,7 @@ func newNodeMachine(t *rapid.T) *nodeMachine {
 	cfg.QueuesMax = 3
 	cfg.PartitionsPerQueueMax = 3
 	cfg.NodeSnapshotRecordsMin = 8
-	mc := &nodeMachine{cfg: cfg, nowMs: 100_000, conns: map[ConnID]*mConn{}, settings: map[core.QueueID][]*DeclareSettings{},
+	mc := &nodeMachine{cfg: cfg, nowMs: 100_000, conns: map[ConnID]*mConn{}, settings: map[core.QueueID][]*DeclareSettings{}, sessionIDs: map[SessionID]bool{},
 		m: &nodeModel{queues: map[queueKey]mQueue{}, skeletons: map[[16]byte]mSkeleton{}, sessions: map[SessionID]mSession{},
 			history: map[uint64]mDurable{}, queueDurableAt: map[queueKey]uint64{}}}
 	n, err := NewNode(cfg, nil, nil, entropyOf(77))
@@ -120,6 +122,10 @@ func (mc *nodeMachine) step(t *rapid.T, in Input) {
 	startByID := map[SessionID]SessionInit{}
 	for _, s := range rd.Start {
 		startByID[s.ID] = s
+		if mc.sessionIDs[s.ID] {
+			t.Fatalf("session id %d started again", s.ID)
+		}
+		mc.sessionIDs[s.ID] = true
 	}
 	for _, l := range rd.Load {
 		key := queueKey{Topic: l.Queue.Topic, Group: l.Queue.Group}
