@@ -11,6 +11,8 @@ import (
 //     through appendRecord, which hands the record to storage and applies it
 //     with the very apply NewNode replays, so a restarted Node holds what the
 //     live one held at the same index;
+//   - session ids only grow, across restarts too: each is handed out under
+//     a durable reservation (recordSessionIDs) and a boot starts above it;
 //   - nothing that promises durability leaves before storage says its record
 //     is durable: DECLARE_QUEUE_OK (Declared), the first load of a queue
 //     created now (its data must never exist without its catalogue entry),

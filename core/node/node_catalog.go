@@ -14,7 +14,10 @@ import (
 //     or StoreDeadLetter when it loads, a failure when it cannot;
 //   - a loaded partition's settings follow the catalogue: a declare that
 //     changes them sends DeclareSettings once durable, and one made during
-//     a load is sent at LoadDone;
+//     a load is sent at LoadDone; what a client could act on (Declared,
+//     Opened) waits until the partition says they apply (node_settings.go);
+//   - a declare is answered only once its queue's last record is durable,
+//     even when it changes nothing (queueRecordAt);
 //   - nothing here blocks: the old catalogue held its lock across write and
 //     fsync and stalled every publish broker-wide during a declare.
 

@@ -21,7 +21,11 @@ import (
 //   - sessions and byClient are one directory seen two ways: same size, each
 //     session's client id maps back to it; a session leaves both at once
 //     (SessionEnded) and never comes back;
-//   - resume tokens are compared in constant time.
+//   - resume tokens are compared in constant time;
+//   - a skeleton a live session holds never expires and is recorded again
+//     every TTL/skeletonRefreshDivisor; one no live session holds expires
+//     at the TTL from its last record (so from within that long of the
+//     crash that ended its session).
 
 type connPhase uint8
 
