@@ -295,6 +295,11 @@ func (h *Host) onDeliver(env Envelope) {
 			in.NowMs = h.nowMs
 			h.stepCore(in)
 		}
+		// In force from this step on (every later request runs under
+		// them): the Node releases what waited for them.
+		if msg.Seq != 0 {
+			h.send(NodeAddr(), &SettingsApplied{Seq: msg.Seq})
+		}
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: a Host takes no %T envelope", msg))
 	}
@@ -363,6 +368,8 @@ func (h *Host) onBounced(env Envelope) {
 		h.dropSessionSubs(env.To)
 	case *DeadLetterOut:
 		h.onDeadLetterFailed(msg.Offset)
+	case *SettingsApplied:
+		// The Node never goes away while its Hosts run; nothing waits here.
 	case *DeadLetterStored, *DeadLetterFailed:
 		// The source partition is gone; it resends its pending copies when
 		// it loads again.

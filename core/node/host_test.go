@@ -371,3 +371,22 @@ func TestHostPauseRequest(t *testing.T) {
 		t.Fatal("unpausing did not deliver")
 	}
 }
+
+// DeclareSettings with a Seq is answered SettingsApplied once in force, even
+// when nothing changes; without one it is not answered.
+func TestHostAcknowledgesDeclareSettings(t *testing.T) {
+	hh := newHostHarness(t, testHostConfig(), testPartitionConfig("jobs"), DeclareSettings{})
+	hh.deliver(NodeAddr(), &DeclareSettings{MaxRetries: u32(4), Seq: 9})
+	acks, to := take[*SettingsApplied](hh)
+	if len(acks) != 1 || acks[0].Seq != 9 || to[0] != NodeAddr() || hh.h.Partition().Settings().MaxRetries != 4 {
+		t.Fatalf("acks %+v to %v, max retries %d", acks, to, hh.h.Partition().Settings().MaxRetries)
+	}
+	hh.deliver(NodeAddr(), &DeclareSettings{MaxRetries: u32(4), Seq: 10})
+	if acks, _ := take[*SettingsApplied](hh); len(acks) != 1 || acks[0].Seq != 10 {
+		t.Fatalf("an unchanged setting is acknowledged too: %+v", acks)
+	}
+	hh.deliver(NodeAddr(), &DeclareSettings{MaxRetries: u32(5)})
+	if acks, _ := take[*SettingsApplied](hh); len(acks) != 0 {
+		t.Fatalf("no Seq, no answer: %+v", acks)
+	}
+}

@@ -169,11 +169,23 @@ type DeadLetterFailed struct {
 }
 
 // DeclareSettings brings a loaded partition's settings up to the catalogue's.
+// A non-zero Seq asks the Host to answer SettingsApplied{Seq} once they are
+// in force: the Node holds DECLARE_QUEUE_OK (Declared) and Opened answers
+// until then, since envelopes of different senders may be delivered in any
+// order and a publish must not reach the partition before the settings the
+// client was told hold.
 type DeclareSettings struct {
 	DLQ          *core.DLQPolicy
 	MaxRetries   *uint32
 	DefaultTTLMs *int64
+	Seq          uint64
 }
+
+// ---- Host -> Node
+
+// SettingsApplied says the DeclareSettings with Seq (and every one before
+// it) is in force in the partition.
+type SettingsApplied struct{ Seq uint64 }
 
 func (*Attach) message()            {}
 func (*Opened) message()            {}
@@ -193,3 +205,4 @@ func (*StoreDeadLetter) message()   {}
 func (*DeadLetterStored) message()  {}
 func (*DeadLetterFailed) message()  {}
 func (*DeclareSettings) message()   {}
+func (*SettingsApplied) message()   {}

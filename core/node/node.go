@@ -11,6 +11,8 @@ import (
 //     through appendRecord, which hands the record to storage and applies it
 //     with the very apply NewNode replays, so a restarted Node holds what the
 //     live one held at the same index;
+//   - session ids only grow, across restarts too: each is handed out under
+//     a durable reservation (recordSessionIDs) and a boot starts above it;
 //   - nothing that promises durability leaves before storage says its record
 //     is durable: DECLARE_QUEUE_OK (Declared), the first load of a queue
 //     created now (its data must never exist without its catalogue entry),
@@ -28,7 +30,9 @@ type Node struct {
 
 	// Log position.
 	durableIndex uint64
-	bootIndex    uint64 // this process's boot record
+	// bootIndex is the last of this process's boot records: the boot
+	// counter and the first session id reservation (bootDurable).
+	bootIndex uint64
 	// snapshotBase is the index the newest snapshot covers (0: none);
 	// snapshotInflight the one asked for and not answered (0: none).
 	snapshotBase     uint64
@@ -42,6 +46,11 @@ type Node struct {
 	sessions      map[SessionID]*sessionEntry
 	byClient      map[[16]byte]SessionID
 	lastSessionID SessionID
+	// sessionIDsDurable: ids up to it are reserved by a durable record
+	// (only those are handed out); sessionIDsReserveIndex is the record
+	// of the reservation on its way (0: none), one at a time.
+	sessionIDsDurable      SessionID
+	sessionIDsReserveIndex uint64
 	// skeletonSweepAtMs is the earliest time a skeleton reaches the restart
 	// TTL (0: none to expire).
 	skeletonSweepAtMs int64
@@ -53,6 +62,14 @@ type Node struct {
 	// process whose catalogue record is not yet durable.
 	partitions map[core.QueueID]*partitionEntry
 	creating   map[queueKey]*creatingQueue
+	// queueRecordAt is the index of each queue's last catalogue record not
+	// yet durable (absent once durable): a declare that changes nothing
+	// still waits for it, since "nothing changes" was judged against it.
+	queueRecordAt map[queueKey]uint64
+	// settingsSeq numbers DeclareSettings; heldDeclares are durable
+	// declares waiting for their settings to apply (node_settings.go).
+	settingsSeq  uint64
+	heldDeclares []heldDeclare
 	// forwardsWaiting counts dead-letter copies waiting for a queue record
 	// or a load (bounded by deadLetterForwardsMax).
 	forwardsWaiting int
@@ -87,6 +104,11 @@ const (
 	// sessionSeqMax: session ids stay below 2^40 (a session may pack its
 	// id with a counter into 64 bits).
 	sessionSeqMax = 1<<40 - 1
+	// sessionIDsBlock: each reservation record makes this many more
+	// session ids usable; the next is written once half are used, so it
+	// is normally durable before the ids run out. A boot wastes at most
+	// one block: 2^16 x bootMax (2^24) boots fit the 2^40 budget.
+	sessionIDsBlock = 1 << 16
 )
 
 // gatedKind says what a gated action does once durable.
@@ -103,7 +125,10 @@ type gatedAction struct {
 	kind     gatedKind
 	to       Address // gatedDeclared
 	declared Declared
-	key      queueKey // gatedDeclared, gatedCreated
+	// changed: the declare recorded new settings (gatedDeclared), which
+	// the loaded partitions get with the answer.
+	changed bool
+	key     queueKey // gatedDeclared, gatedCreated
 }
 
 // partitionEntry is a partition being loaded or loaded.
@@ -113,6 +138,11 @@ type partitionEntry struct {
 	// sent is the catalogue settings the LoadRequest carried: a declare
 	// during the load is sent on at LoadDone.
 	sent catalogSettings
+	// Settings sent to the loaded partition and applied by it, by Seq, and
+	// the openers waiting for what was sent (node_settings.go).
+	settingsSentSeq    uint64
+	settingsAppliedSeq uint64
+	held               []opener
 }
 
 // creatingQueue is a queue created in this process whose catalogue record
@@ -150,10 +180,17 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 	if state.boot >= bootMax {
 		return nil, fmt.Errorf("node: boot counter %d exhausted", state.boot)
 	}
+	if state.sessionIDCeiling >= sessionSeqMax {
+		return nil, fmt.Errorf("node: session ids exhausted (ceiling %d)", state.sessionIDCeiling)
+	}
 	n := &Node{
 		cfg: cfg, state: state, durableIndex: state.lastIndex,
 		conns: map[ConnID]*conn{}, sessions: map[SessionID]*sessionEntry{}, byClient: map[[16]byte]SessionID{},
 		partitions: map[core.QueueID]*partitionEntry{}, creating: map[queueKey]*creatingQueue{},
+		queueRecordAt: map[queueKey]uint64{},
+		// Every id at or below the ceiling may have been handed out by an
+		// earlier process: this one starts above it.
+		lastSessionID: SessionID(state.sessionIDCeiling), sessionIDsDurable: SessionID(state.sessionIDCeiling),
 	}
 	if snapshot != nil {
 		n.snapshotBase = n.snapshotIndexOf(snapshot)
@@ -169,7 +206,10 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 		copy(owner[:], entropy[:16]) // first boot: mint the owner id
 		setUUIDv4Bits(&owner)
 	}
-	n.bootIndex = n.appendRecord(&record{kind: recordBoot, boot: state.boot + 1, ownerID: owner})
+	n.appendRecord(&record{kind: recordBoot, boot: state.boot + 1, ownerID: owner})
+	n.reserveSessionIDs()
+	assertHold(n.sessionIDsReserveIndex == n.state.lastIndex, "a boot reserves its first session ids")
+	n.bootIndex = n.state.lastIndex
 	n.gate(gatedAction{kind: gatedBoot})
 	n.carry = true
 	return n, nil
@@ -215,6 +255,10 @@ func checkApplicable(s *durableState, r *record) error {
 	case recordQueue:
 		if old := s.queues[r.queue.key]; old != nil && old.partitions != r.queue.partitions {
 			return fmt.Errorf("%w: queue %v changed its partition count", ErrCorruptRecord, r.queue.key)
+		}
+	case recordSessionIDs:
+		if r.sessionIDCeiling <= s.sessionIDCeiling {
+			return fmt.Errorf("%w: session id ceiling %d after %d", ErrCorruptRecord, r.sessionIDCeiling, s.sessionIDCeiling)
 		}
 	}
 	return nil
@@ -307,6 +351,8 @@ func (n *Node) onDeliver(in *Deliver) {
 		n.onSkeletonChanged(from, msg)
 	case *DeadLetterOut:
 		n.onDeadLetterOut(from, msg)
+	case *SettingsApplied:
+		n.onSettingsApplied(from, msg)
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T envelope", msg))
 	}
@@ -321,7 +367,9 @@ func (n *Node) onBounced(in *Bounced) {
 	case *StoreDeadLetter:
 		// The target partition is gone: the source retries after a backoff.
 		n.send(PartitionAddr(msg.Source), &DeadLetterFailed{Offset: msg.Offset, Err: core.ErrPartitionLoadFailed})
-	case *Opened, *Declared, *ShuttingDown, *DeclareSettings, *DeadLetterFailed:
+	case *DeclareSettings:
+		n.onSettingsBounced(in.Envelope.To.Queue, msg)
+	case *Opened, *Declared, *ShuttingDown, *DeadLetterFailed:
 		// The session or partition is gone: nobody waits for the answer. A
 		// partition that was unloaded reads the catalogue when it loads again.
 	default:
@@ -359,9 +407,10 @@ func (n *Node) gate(g gatedAction) {
 	n.gated = append(n.gated, g)
 }
 
-// bootDurable says whether this process's boot record is durable: until it
-// is, no handshake is answered and no partition is loaded, so no delivery
-// tag of this boot can collide with one of a boot a crash forgot.
+// bootDurable says whether this process's boot records are durable: until
+// they are, no handshake is answered and no partition is loaded, so no
+// delivery tag of this boot can collide with one of a boot a crash forgot,
+// and the first session ids are reserved.
 func (n *Node) bootDurable() bool { return n.durableIndex >= n.bootIndex }
 
 // storageBehind says whether storage is too far behind for one more record
@@ -378,6 +427,11 @@ func (n *Node) onPersisted(in *Persisted) {
 		return // a late or repeated report
 	}
 	n.durableIndex = in.UpToIndex
+	// Before the gate: the boot's held HELLOs need the reserved ids.
+	if n.sessionIDsReserveIndex != 0 && n.sessionIDsReserveIndex <= n.durableIndex {
+		n.sessionIDsDurable = SessionID(n.state.sessionIDCeiling) // the one reservation on its way
+		n.sessionIDsReserveIndex = 0
+	}
 	released := 0
 	for released < len(n.gated) && n.gated[released].index <= n.durableIndex {
 		n.release(&n.gated[released])
@@ -398,11 +452,18 @@ func (n *Node) release(g *gatedAction) {
 			n.openQueue(w.key, w.o)
 		}
 	case gatedDeclared:
-		answer := g.declared // g's slot is cleared after release
-		n.send(g.to, &answer)
-		n.updateLoadedPartitions(g.key)
+		// The settings go out first: the answer waits for them.
+		if g.changed {
+			n.updateLoadedPartitions(g.key)
+		}
+		n.answerDeclared(g.to, g.declared, g.key)
 	case gatedCreated:
 		n.queueCreated(g.key)
+	}
+	// Every queue record is followed by a gate on it, so the release of
+	// that gate is where the queue's last record becomes durable.
+	if at, ok := n.queueRecordAt[g.key]; ok && g.kind != gatedBoot && at <= n.durableIndex {
+		delete(n.queueRecordAt, g.key)
 	}
 }
 

@@ -14,7 +14,10 @@ import (
 //     or StoreDeadLetter when it loads, a failure when it cannot;
 //   - a loaded partition's settings follow the catalogue: a declare that
 //     changes them sends DeclareSettings once durable, and one made during
-//     a load is sent at LoadDone;
+//     a load is sent at LoadDone; what a client could act on (Declared,
+//     Opened) waits until the partition says they apply (node_settings.go);
+//   - a declare is answered only once its queue's last record is durable,
+//     even when it changes nothing (queueRecordAt);
 //   - nothing here blocks: the old catalogue held its lock across write and
 //     fsync and stalled every publish broker-wide during a declare.
 
@@ -79,9 +82,18 @@ type bootWaiter struct {
 // createQueue records a new queue; what needs it waits for the record.
 func (n *Node) createQueue(e *catalogEntry) {
 	assertHold(n.state.queues[e.key] == nil, "a queue is created once")
-	index := n.appendRecord(&record{kind: recordQueue, queue: e})
+	index := n.appendQueueRecord(e)
 	n.creating[e.key] = &creatingQueue{index: index}
 	n.gate(gatedAction{kind: gatedCreated, key: e.key})
+}
+
+// appendQueueRecord records a queue's whole entry and notes the index: a
+// gate on it follows (createQueue, onDeclareQueue).
+func (n *Node) appendQueueRecord(e *catalogEntry) uint64 {
+	index := n.appendRecord(&record{kind: recordQueue, queue: e})
+	assertHold(n.queueRecordAt[e.key] < index, "a queue's records are appended in index order")
+	n.queueRecordAt[e.key] = index
+	return index
 }
 
 // queueCreated: the queue's record is durable; its waiters go on.
@@ -111,6 +123,13 @@ func (n *Node) openPartition(key queueKey, o opener) {
 	id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: o.partition}
 	pe := n.partitions[id]
 	switch {
+	case pe != nil && pe.loaded && pe.settingsOutstanding(pe.settingsSentSeq):
+		// Its settings are on their way: answer once they are in force.
+		if len(pe.held) >= opensWaitingMax {
+			n.failOpener(key, o, core.ErrPartitionLoadFailed)
+			return
+		}
+		pe.held = append(pe.held, o)
 	case pe != nil && pe.loaded:
 		n.openerReady(id, entry.partitions, o)
 	case pe != nil:
@@ -187,8 +206,12 @@ func (n *Node) onLoadDone(in *LoadDone) {
 	// settings its LoadRequest carried: send it on now.
 	entry := n.state.queues[key]
 	assertHold(entry != nil, "a loaded partition's queue is in the catalogue")
+	// Its waiters are answered once the partition has them in force.
 	if !catalogSettingsEqual(pe.sent, entry.settings) {
-		n.send(PartitionAddr(in.Queue), declareSettingsOf(entry.settings))
+		n.sendSettings(in.Queue, pe, entry.settings)
+		pe.held = waiters
+		pe.sent = catalogSettings{}
+		return
 	}
 	pe.sent = catalogSettings{}
 	for _, o := range waiters {
@@ -200,6 +223,10 @@ func (n *Node) onLoadDone(in *LoadDone) {
 // that changes nothing is answered at once (when its queue is durable).
 func (n *Node) onDeclareQueue(from Address, d *DeclareQueue) {
 	key := queueKey{Topic: d.Topic, Group: core.NormalizeGroup(d.Group)}
+	if len(n.gated)+len(n.heldDeclares) >= declaresWaitingMax {
+		n.send(from, &Declared{Token: d.Token, Err: core.ErrCatalogBehind})
+		return
+	}
 	next, err := n.resolveDeclare(key, d)
 	if err != nil {
 		n.send(from, &Declared{Token: d.Token, Err: err})
@@ -208,12 +235,16 @@ func (n *Node) onDeclareQueue(from Address, d *DeclareQueue) {
 	entry := n.state.queues[key]
 	answer := Declared{Token: d.Token, Partitions: next.partitions}
 	if entry != nil && catalogSettingsEqual(entry.settings, next.settings) {
-		// Nothing changes: answer once the queue's record is durable.
-		if n.creating[key] != nil {
+		// Nothing changes against the entry in memory, which may hold a
+		// declare (or the creation) not yet durable: answer once the
+		// queue's last record is, never before (a crash would take back
+		// what the answer confirms).
+		if n.queueRecordAt[key] > n.durableIndex {
 			n.gate(gatedAction{kind: gatedDeclared, to: from, declared: answer, key: key})
 			return
 		}
-		n.send(from, &answer)
+		// Durable: answer once what was sent to the partitions applies.
+		n.answerDeclared(from, answer, key)
 		return
 	}
 	// The record holds the whole merged entry; loaded partitions get the
@@ -225,9 +256,9 @@ func (n *Node) onDeclareQueue(from Address, d *DeclareQueue) {
 	if entry == nil {
 		n.createQueue(next)
 	} else {
-		n.appendRecord(&record{kind: recordQueue, queue: next})
+		n.appendQueueRecord(next)
 	}
-	n.gate(gatedAction{kind: gatedDeclared, to: from, declared: answer, key: key})
+	n.gate(gatedAction{kind: gatedDeclared, to: from, declared: answer, key: key, changed: true})
 }
 
 // resolveDeclare validates a declare and merges its present fields over the
@@ -291,7 +322,7 @@ func (n *Node) updateLoadedPartitions(key queueKey) {
 	for p := uint32(0); p < entry.partitions; p++ {
 		id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: p}
 		if pe := n.partitions[id]; pe != nil && pe.loaded {
-			n.send(PartitionAddr(id), declareSettingsOf(entry.settings))
+			n.sendSettings(id, pe, entry.settings)
 		}
 	}
 }

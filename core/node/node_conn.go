@@ -21,7 +21,11 @@ import (
 //   - sessions and byClient are one directory seen two ways: same size, each
 //     session's client id maps back to it; a session leaves both at once
 //     (SessionEnded) and never comes back;
-//   - resume tokens are compared in constant time.
+//   - resume tokens are compared in constant time;
+//   - a skeleton a live session holds never expires and is recorded again
+//     every TTL/skeletonRefreshDivisor; one no live session holds expires
+//     at the TTL from its last record (so from within that long of the
+//     crash that ended its session).
 
 type connPhase uint8
 
@@ -55,6 +59,12 @@ type sessionEntry struct {
 	clientID [16]byte
 	token    [16]byte
 }
+
+// skeletonRefreshDivisor: a live session's skeleton is recorded again every
+// ResumeRestartTTLMs/skeletonRefreshDivisor, so its savedAtMs is never
+// older than that while the session lives: after a crash its age counts
+// from (at most that long before) the crash, not from the last SUBSCRIBE.
+const skeletonRefreshDivisor = 4
 
 // deadlinesCompactionSlack: the handshake deadline list keeps entries of
 // connections that closed or completed their handshake until they surface;
@@ -225,6 +235,7 @@ func (n *Node) answerHeldHellos() {
 	for _, id := range ids {
 		c := n.conns[id]
 		n.heldHellos--
+		c.phase = connHandshaking // counted out: a refusal must not count it again
 		n.resolveHello(c, c.helloRequestID, c.resume)
 	}
 	assertHold(n.heldHellos == 0, "every held HELLO was answered")
@@ -252,8 +263,11 @@ func (n *Node) resolveHello(c *conn, requestID uint64, resume wire.Optional[wire
 			outcome = wire.ResumeRejected
 		} else if sk := n.restorableSkeleton(id); sk != nil {
 			// Same identity, fresh empty unauthenticated session.
-			s := n.startSession(sk.clientID, sk.token)
-			n.attach(c, s, requestID, wire.ResumeResumedAfterRestart)
+			if s := n.startSession(sk.clientID, sk.token); s != nil {
+				n.attach(c, s, requestID, wire.ResumeResumedAfterRestart)
+			} else {
+				n.refuseNoSessionID(c, requestID)
+			}
 			return
 		}
 	}
@@ -279,7 +293,18 @@ func (n *Node) restorableSkeleton(id wire.ResumeIdentity) *skeleton {
 // attachFresh starts a session with a new identity for c.
 func (n *Node) attachFresh(c *conn, requestID uint64, outcome wire.ResumeOutcome) {
 	clientID, token := n.mintIdentity(c.entropy)
-	n.attach(c, n.startSession(clientID, token), requestID, outcome)
+	s := n.startSession(clientID, token)
+	if s == nil {
+		n.refuseNoSessionID(c, requestID)
+		return
+	}
+	n.attach(c, s, requestID, outcome)
+}
+
+// refuseNoSessionID answers a HELLO that found no reserved session id
+// (the next reservation is not durable yet, or ids are exhausted).
+func (n *Node) refuseNoSessionID(c *conn, requestID uint64) {
+	n.refuse(c, wire.OpError, requestID, wire.CodeInternal, "broker is busy starting sessions; retry")
 }
 
 // mintIdentity draws a client id and a resume token from the connection's
@@ -307,17 +332,43 @@ func (n *Node) clientIDTaken(id [16]byte) bool {
 }
 
 // startSession mints the next session id and asks the driver to create
-// the Session machine (Ready.Start).
+// the Session machine (Ready.Start), or returns nil when no reserved id is
+// left: an id is handed out only under a durable reservation, so none
+// repeats after a crash.
 func (n *Node) startSession(clientID, token [16]byte) *sessionEntry {
-	assertHold(n.lastSessionID < sessionSeqMax, "session ids stay below 2^40")
 	_, taken := n.byClient[clientID]
 	assertHold(!taken, "one live session per client id")
+	if n.lastSessionID >= n.sessionIDsDurable {
+		n.reserveSessionIDs()
+		return nil
+	}
 	n.lastSessionID++
+	assertHold(n.lastSessionID <= sessionSeqMax, "session ids stay below 2^40")
+	if n.sessionIDsDurable-n.lastSessionID < sessionIDsBlock/2 {
+		n.reserveSessionIDs() // ahead of need: durable before they run out
+	}
 	s := &sessionEntry{id: n.lastSessionID, clientID: clientID, token: token}
 	n.sessions[s.id] = s
 	n.byClient[clientID] = s.id
+	if sk := n.state.skeletons[clientID]; sk != nil {
+		// Restored from a skeleton: live again, so kept fresh from now on.
+		assertHold(sk.token == token, "a restored session keeps its skeleton's token")
+		n.scheduleSkeletonSweep(n.skeletonDueMs(sk))
+	}
 	n.rd.Start = append(n.rd.Start, SessionInit{ID: s.id, ClientID: clientID, Token: token, OwnerID: n.state.ownerID})
 	return s
+}
+
+// reserveSessionIDs records a ceiling one block higher, unless one is on
+// its way or the ids are exhausted. Written even with storage behind (as
+// the boot record): one at a time, so never more than one.
+func (n *Node) reserveSessionIDs() {
+	if n.sessionIDsReserveIndex != 0 || n.state.sessionIDCeiling >= sessionSeqMax {
+		return
+	}
+	ceiling := min(n.state.sessionIDCeiling+sessionIDsBlock, sessionSeqMax)
+	n.sessionIDsReserveIndex = n.appendRecord(&record{kind: recordSessionIDs, sessionIDCeiling: ceiling})
+	assertHold(SessionID(n.state.sessionIDCeiling) > n.sessionIDsDurable, "a reservation raises the ceiling")
 }
 
 // attach binds c to s and hands s the transport (the session answers
@@ -383,33 +434,66 @@ func (n *Node) onSkeletonChanged(from Address, msg *SkeletonChanged) {
 	}
 	sk := &skeleton{clientID: s.clientID, token: s.token, savedAtMs: n.nowMs, subs: subs}
 	n.appendRecord(&record{kind: recordSkeleton, skeleton: sk})
-	if at := n.nowMs + n.cfg.ResumeRestartTTLMs; n.skeletonSweepAtMs == 0 || at < n.skeletonSweepAtMs {
-		n.skeletonSweepAtMs = at
-	}
+	n.scheduleSkeletonSweep(n.skeletonDueMs(sk)) // its session is live: a refresh
 }
 
-// expireSkeletons forgets, durably, skeletons older than the restart TTL.
+// expireSkeletons keeps live sessions' skeletons fresh and forgets,
+// durably, those no session holds once older than the restart TTL. A live
+// session's skeleton never expires: its session may still be resumed after
+// a restart, however long ago its last SUBSCRIBE was.
 func (n *Node) expireSkeletons() {
 	ttl := n.cfg.ResumeRestartTTLMs
 	if ttl == 0 || n.skeletonSweepAtMs == 0 || n.nowMs < n.skeletonSweepAtMs {
 		return
 	}
-	// One scan drops every expired skeleton and finds the next expiry; it
+	// One scan handles every skeleton due and finds the next due time; it
 	// runs only when one is due, not at every step.
 	n.skeletonSweepAtMs = 0
+	refreshMs := n.skeletonRefreshMs()
 	for _, id := range sortedClientIDs(n.state.skeletons) {
 		sk := n.state.skeletons[id]
-		if n.nowMs-sk.savedAtMs >= ttl {
+		_, live := n.byClient[id]
+		switch {
+		case live && n.nowMs-sk.savedAtMs >= refreshMs:
+			// Best effort, as any skeleton: with storage behind, try again
+			// one interval later.
+			if !n.storageBehind() {
+				fresh := &skeleton{clientID: sk.clientID, token: sk.token, savedAtMs: n.nowMs, subs: sk.subs}
+				n.appendRecord(&record{kind: recordSkeleton, skeleton: fresh})
+			}
+			n.scheduleSkeletonSweep(n.nowMs + refreshMs)
+		case !live && n.nowMs-sk.savedAtMs >= ttl:
 			n.appendRecord(&record{kind: recordSkeletonRemoved, removed: id})
-			continue
-		}
-		if at := sk.savedAtMs + ttl; n.skeletonSweepAtMs == 0 || at < n.skeletonSweepAtMs {
-			n.skeletonSweepAtMs = at
+		default:
+			n.scheduleSkeletonSweep(n.skeletonDueMs(sk))
 		}
 	}
 }
 
-// nextSkeletonExpiryMs is when the next skeleton reaches the TTL (0: none).
+// skeletonRefreshMs is how often a live session's skeleton is recorded
+// again (at least every millisecond step, for a tiny TTL).
+func (n *Node) skeletonRefreshMs() int64 {
+	return max(n.cfg.ResumeRestartTTLMs/skeletonRefreshDivisor, 1)
+}
+
+// skeletonDueMs is when sk next needs the sweep: its refresh while a live
+// session holds it, its expiry otherwise.
+func (n *Node) skeletonDueMs(sk *skeleton) int64 {
+	if _, live := n.byClient[sk.clientID]; live {
+		return sk.savedAtMs + n.skeletonRefreshMs()
+	}
+	return sk.savedAtMs + n.cfg.ResumeRestartTTLMs
+}
+
+// scheduleSkeletonSweep brings the next sweep forward to atMs if later.
+func (n *Node) scheduleSkeletonSweep(atMs int64) {
+	assertHold(atMs > 0, "a sweep is scheduled at a real time")
+	if n.skeletonSweepAtMs == 0 || atMs < n.skeletonSweepAtMs {
+		n.skeletonSweepAtMs = atMs
+	}
+}
+
+// nextSkeletonExpiryMs is when the next skeleton is due (0: none).
 func (n *Node) nextSkeletonExpiryMs() int64 { return n.skeletonSweepAtMs }
 
 // onDrain tells every session the broker is going away.

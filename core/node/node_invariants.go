@@ -84,8 +84,23 @@ func (n *Node) checkDirectory() error {
 			return fmt.Errorf("session %d's client id maps to %d", id, n.byClient[s.clientID])
 		}
 	}
+	// Session ids: handed out only under a durable reservation, which is
+	// at or below the log's ceiling; one reservation on its way at most.
+	if n.lastSessionID > n.sessionIDsDurable || uint64(n.sessionIDsDurable) > n.state.sessionIDCeiling || n.state.sessionIDCeiling > sessionSeqMax {
+		return fmt.Errorf("session ids: last %d, durable reservation %d, ceiling %d", n.lastSessionID, n.sessionIDsDurable, n.state.sessionIDCeiling)
+	}
+	if i := n.sessionIDsReserveIndex; i != 0 && (i <= n.durableIndex || i > n.state.lastIndex) {
+		return fmt.Errorf("session id reservation at %d (durable %d, last %d)", i, n.durableIndex, n.state.lastIndex)
+	}
 	if ttl := n.cfg.ResumeRestartTTLMs; ttl > 0 && n.skeletonSweepAtMs == 0 && len(n.state.skeletons) > 0 {
 		return fmt.Errorf("%d skeletons and no expiry sweep scheduled", len(n.state.skeletons))
+	}
+	// No skeleton without a live session is kept past its TTL: the sweep
+	// comes no later than its expiry.
+	for id, sk := range n.state.skeletons {
+		if _, live := n.byClient[id]; !live && n.cfg.ResumeRestartTTLMs > 0 && n.skeletonSweepAtMs > sk.savedAtMs+n.cfg.ResumeRestartTTLMs {
+			return fmt.Errorf("skeleton %x expires at %d, sweep at %d", id[:4], sk.savedAtMs+n.cfg.ResumeRestartTTLMs, n.skeletonSweepAtMs)
+		}
 	}
 	return nil
 }
@@ -102,6 +117,15 @@ func (n *Node) checkCatalog() error {
 	for k, e := range n.state.queues {
 		if e.key != k || e.partitions == 0 || validQueueKey(k) != nil {
 			return fmt.Errorf("catalogue entry %+v filed under %+v", e.key, k)
+		}
+	}
+	// A queue's pending record is one the gate still waits for.
+	if len(n.queueRecordAt) > len(n.gated) {
+		return fmt.Errorf("%d queues with a record pending, %d gated actions", len(n.queueRecordAt), len(n.gated))
+	}
+	for k, at := range n.queueRecordAt {
+		if n.state.queues[k] == nil || at <= n.durableIndex || at > n.state.lastIndex {
+			return fmt.Errorf("queue %+v has a pending record at %d (durable %d, last %d)", k, at, n.durableIndex, n.state.lastIndex)
 		}
 	}
 	forwards := 0
@@ -122,8 +146,22 @@ func (n *Node) checkCatalog() error {
 			return fmt.Errorf("partition %v loading for nobody", id)
 		case !n.bootDurable():
 			return fmt.Errorf("partition %v requested before the boot record is durable", id)
+		case pe.settingsAppliedSeq > pe.settingsSentSeq || pe.settingsSentSeq > n.settingsSeq:
+			return fmt.Errorf("partition %v applied settings %d, sent %d, last %d", id, pe.settingsAppliedSeq, pe.settingsSentSeq, n.settingsSeq)
+		case len(pe.held) > 0 && !(pe.loaded && pe.settingsOutstanding(pe.settingsSentSeq)):
+			return fmt.Errorf("partition %v holds %d opens with nothing outstanding", id, len(pe.held))
 		}
-		forwards += countForwards(pe.waiters)
+		forwards += countForwards(pe.waiters) + countForwards(pe.held)
+	}
+	// Declares stop at declaresWaitingMax; queues created by Opens add at
+	// most recordsUnpersistedMax gated actions, the boot record one.
+	if len(n.gated)+len(n.heldDeclares) > declaresWaitingMax+recordsUnpersistedMax+1 {
+		return fmt.Errorf("%d gated and %d held declares (limit %d)", len(n.gated), len(n.heldDeclares), declaresWaitingMax)
+	}
+	for i, hd := range n.heldDeclares {
+		if hd.seq > n.settingsSeq || !n.queueSettingsOutstanding(hd.key, hd.seq) {
+			return fmt.Errorf("held declare %d (token %d, seq %d) waits for nothing", i, hd.answer.Token, hd.seq)
+		}
 	}
 	if len(n.bootWaiters) > 0 && n.bootDurable() {
 		return fmt.Errorf("%d opens wait for a boot record that is durable", len(n.bootWaiters))

@@ -78,6 +78,11 @@ type nodeMachine struct {
 	loads               []core.QueueID        // asked for, not answered
 	owner               [16]byte
 	entropySeq          byte
+	// settings: DeclareSettings sent to each partition and not yet
+	// acknowledged, in order (a Host applies them in order).
+	settings map[core.QueueID][]*DeclareSettings
+	// sessionIDs: every session id ever started, across crashes.
+	sessionIDs map[SessionID]bool
 }
 
 type mConn struct {
@@ -91,7 +96,7 @@ func newNodeMachine(t *rapid.T) *nodeMachine {
 	cfg.QueuesMax = 3
 	cfg.PartitionsPerQueueMax = 3
 	cfg.NodeSnapshotRecordsMin = 8
-	mc := &nodeMachine{cfg: cfg, nowMs: 100_000, conns: map[ConnID]*mConn{},
+	mc := &nodeMachine{cfg: cfg, nowMs: 100_000, conns: map[ConnID]*mConn{}, settings: map[core.QueueID][]*DeclareSettings{}, sessionIDs: map[SessionID]bool{},
 		m: &nodeModel{queues: map[queueKey]mQueue{}, skeletons: map[[16]byte]mSkeleton{}, sessions: map[SessionID]mSession{},
 			history: map[uint64]mDurable{}, queueDurableAt: map[queueKey]uint64{}}}
 	n, err := NewNode(cfg, nil, nil, entropyOf(77))
@@ -117,6 +122,10 @@ func (mc *nodeMachine) step(t *rapid.T, in Input) {
 	startByID := map[SessionID]SessionInit{}
 	for _, s := range rd.Start {
 		startByID[s.ID] = s
+		if mc.sessionIDs[s.ID] {
+			t.Fatalf("session id %d started again", s.ID)
+		}
+		mc.sessionIDs[s.ID] = true
 	}
 	for _, l := range rd.Load {
 		key := queueKey{Topic: l.Queue.Topic, Group: l.Queue.Group}
@@ -192,11 +201,23 @@ func (mc *nodeMachine) checkEnvelope(t *rapid.T, env Envelope, starts map[Sessio
 			if !ok || msg.Partitions != q.partitions || msg.Queue.Partition >= q.partitions || mc.m.queueDurableAt[key] > mc.durable {
 				t.Fatalf("opened %+v, model queue %+v (durable at %d, durable %d)", msg, q, mc.m.queueDurableAt[key], mc.durable)
 			}
+			// A session may publish at once: the partition must hold
+			// every setting sent to it.
+			if n := len(mc.settings[msg.Queue]); n > 0 {
+				t.Fatalf("opened %v with %d DeclareSettings not applied", msg.Queue, n)
+			}
 		}
+	case *DeclareSettings:
+		if msg.Seq == 0 {
+			t.Fatalf("DeclareSettings to %v without a Seq", env.To)
+		}
+		mc.settings[env.To.Queue] = append(mc.settings[env.To.Queue], msg)
 	}
 }
 
-// expectedOutcome is PROTOCOL 7.7's table, plainly.
+// expectedOutcome is PROTOCOL 7.7's table, plainly (a skeleton is only
+// resumed when no live session holds its client id, so its age is the
+// time since its process last had it live, within one refresh).
 func (mc *nodeMachine) expectedOutcome(resume *wire.ResumeIdentity) (wire.ResumeOutcome, SessionID) {
 	if resume == nil {
 		return wire.ResumeNew, 0
@@ -225,9 +246,19 @@ func (mc *nodeMachine) liveClient(clientID [16]byte) (SessionID, bool) {
 	return 0, false
 }
 
+// expireModelSkeletons is the skeleton rule: a skeleton a live session
+// holds never expires and is recorded again (savedAtMs = now) once it is
+// TTL/skeletonRefreshDivisor old; one no live session holds (its process
+// crashed) expires at the TTL from when it was last saved.
 func (mc *nodeMachine) expireModelSkeletons() {
+	refreshMs := max(mc.cfg.ResumeRestartTTLMs/skeletonRefreshDivisor, 1)
 	for id, sk := range mc.m.skeletons {
-		if mc.nowMs-sk.savedAtMs >= mc.cfg.ResumeRestartTTLMs {
+		_, live := mc.liveClient(id)
+		switch {
+		case live && mc.nowMs-sk.savedAtMs >= refreshMs:
+			sk.savedAtMs = mc.nowMs
+			mc.m.skeletons[id] = sk
+		case !live && mc.nowMs-sk.savedAtMs >= mc.cfg.ResumeRestartTTLMs:
 			delete(mc.m.skeletons, id)
 		}
 	}
@@ -352,6 +383,7 @@ func (mc *nodeMachine) crash(t *rapid.T) {
 		}
 	}
 	mc.conns, mc.loads, mc.askedData, mc.askedAt = map[ConnID]*mConn{}, nil, nil, 0
+	mc.settings = map[core.QueueID][]*DeclareSettings{}
 	var kept []uint64
 	for _, b := range mc.bounds {
 		if b <= mc.durable {
@@ -477,6 +509,28 @@ func TestNodeAgainstModel(t *testing.T) {
 					err = fmt.Errorf("load failed")
 				}
 				mc.step(t, &LoadDone{NowMs: mc.nowMs, Queue: q, Err: err})
+			},
+			"settingsApplied": func(t *rapid.T) {
+				ids := slices.SortedFunc(maps.Keys(mc.settings), func(a, b core.QueueID) int { return compareBytes([]byte(a.String()), []byte(b.String())) })
+				if len(ids) == 0 {
+					t.Skip("no settings on their way")
+				}
+				q := rapid.SampledFrom(ids).Draw(t, "partition")
+				// The Host answers some prefix of what it was sent; or its
+				// envelope bounces (the Host is gone).
+				pending := mc.settings[q]
+				upTo := rapid.IntRange(1, len(pending)).Draw(t, "upTo")
+				msg := pending[upTo-1]
+				if upTo == len(pending) {
+					delete(mc.settings, q)
+				} else {
+					mc.settings[q] = pending[upTo:]
+				}
+				if rapid.IntRange(0, 4).Draw(t, "bounce?") == 0 {
+					mc.step(t, &Bounced{NowMs: mc.nowMs, Envelope: Envelope{From: NodeAddr(), To: PartitionAddr(q), Msg: msg}})
+					return
+				}
+				mc.step(t, &Deliver{NowMs: mc.nowMs, Envelope: Envelope{From: PartitionAddr(q), To: NodeAddr(), Msg: &SettingsApplied{Seq: msg.Seq}}})
 			},
 			"persist": func(t *rapid.T) {
 				var candidates []uint64

@@ -18,12 +18,16 @@ func TestNodeFirstStepPersistsTheBootRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	rd := n.Step(&Tick{NowMs: 5})
-	if len(rd.Persist) != 1 || rd.Persist[0].Index != 1 {
-		t.Fatalf("want the boot record at index 1, got %+v", rd.Persist)
+	if len(rd.Persist) != 2 || rd.Persist[0].Index != 1 {
+		t.Fatalf("want the boot record at index 1 and the first session ids, got %+v", rd.Persist)
 	}
 	r, err := decodeRecord(rd.Persist[0].Data)
 	if err != nil || r.kind != recordBoot || r.boot != 1 || r.ownerID != n.OwnerID() {
 		t.Fatalf("boot record %+v (%v), owner %x", r, err, n.OwnerID())
+	}
+	r, err = decodeRecord(rd.Persist[1].Data)
+	if err != nil || r.kind != recordSessionIDs || r.sessionIDCeiling != sessionIDsBlock {
+		t.Fatalf("session id reservation %+v (%v)", r, err)
 	}
 	if n.OwnerID() == ([16]byte{}) {
 		t.Fatal("no owner id minted on first boot")
@@ -592,8 +596,9 @@ func TestNodeSnapshotPlusSuffixRecoversTheSameState(t *testing.T) {
 	live = h.n.LogState()
 	h.restart(7)
 	recovered := h.n.state
-	recovered.lastIndex-- // the restart appended a boot record
+	recovered.lastIndex -= 2 // the restart appended a boot record and a reservation
 	recovered.boot--
+	recovered.sessionIDCeiling -= sessionIDsBlock
 	if !bytes.Equal(appendSnapshot(nil, &recovered), live) {
 		t.Fatal("snapshot + suffix recovery differs from the live state")
 	}

@@ -11,8 +11,8 @@ import (
 )
 
 // The Node's own log: records and snapshots. Invariants:
-//   - the Node's durable state (boot counter, owner id, catalogue, session
-//     skeletons) is a function of its records alone: apply is the only place
+//   - the Node's durable state (boot counter, owner id, session id
+//     reservation, catalogue, session skeletons) is a function of its records alone: apply is the only place
 //     it changes, for the live Node and for NewNode's replay alike, so a
 //     recovered Node holds exactly what the live one held at that index;
 //   - every record is self-describing (magic, format version, kind) and its
@@ -33,6 +33,7 @@ const (
 	recordQueue           recordKind = 2 // one catalogue entry, whole; the last one of a queue wins
 	recordSkeleton        recordKind = 3 // one session skeleton, whole; the last one of a client id wins
 	recordSkeletonRemoved recordKind = 4 // a skeleton is forgotten
+	recordSessionIDs      recordKind = 5 // session ids up to a ceiling may be handed out
 )
 
 const (
@@ -42,6 +43,10 @@ const (
 	// recordVersion is the format of the record bodies below; a reader
 	// refuses versions it does not know rather than guess.
 	recordVersion = 1
+	// snapshotVersion 2 adds the session id ceiling after the owner id;
+	// version 1 snapshots (ceiling 0) stay readable.
+	snapshotVersion   = 2
+	snapshotVersionV1 = 1
 	// bootTagShift leaves 2^40 delivery tags per partition and boot
 	// (io/broker's bootTagShift): TagFloor = boot << bootTagShift.
 	bootTagShift = 40
@@ -93,6 +98,8 @@ type record struct {
 	queue    *catalogEntry
 	skeleton *skeleton
 	removed  [16]byte
+	// sessionIDCeiling: recordSessionIDs.
+	sessionIDCeiling uint64
 }
 
 // durableState is what the Node's log builds.
@@ -100,8 +107,11 @@ type durableState struct {
 	lastIndex uint64
 	boot      uint64
 	ownerID   [16]byte
-	queues    map[queueKey]*catalogEntry
-	skeletons map[[16]byte]*skeleton
+	// sessionIDCeiling: every session id ever handed out is at or below it
+	// (a process hands out only ids its reservation record made durable).
+	sessionIDCeiling uint64
+	queues           map[queueKey]*catalogEntry
+	skeletons        map[[16]byte]*skeleton
 }
 
 func newDurableState() durableState {
@@ -129,6 +139,9 @@ func (s *durableState) apply(index uint64, r *record) {
 		s.skeletons[sk.clientID] = &sk
 	case recordSkeletonRemoved:
 		delete(s.skeletons, r.removed)
+	case recordSessionIDs:
+		assertHold(r.sessionIDCeiling > s.sessionIDCeiling, "the session id ceiling only grows")
+		s.sessionIDCeiling = r.sessionIDCeiling
 	default:
 		panic("fibril/core/node invariant violated: applying an unknown record kind")
 	}
@@ -147,10 +160,12 @@ func (s *durableState) apply(index uint64, r *record) {
 //	                  u32 n, n x {str topic, str group, u32 partition,
 //	                  u32 prefetch, u8 auto-ack}
 //	skeleton removed  [16]byte client id
+//	session ids       u64 ceiling
 //
 // str is a u32 length and UTF-8 bytes; opt is a presence byte (0 or 1) and,
 // when 1, the value. The snapshot is "FNS1", the version, u64 last index,
-// u64 boot, [16]byte owner id, u32 n and n queues, u32 m and m skeletons,
+// u64 boot, [16]byte owner id, u64 session id ceiling (version 2 only),
+// u32 n and n queues, u32 m and m skeletons,
 // each list in sorted order. A new field or kind means a new version or
 // kind: old logs must stay readable, so nothing is ever renumbered.
 
@@ -167,6 +182,8 @@ func appendRecord(dst []byte, r *record) []byte {
 		dst = appendSkeleton(dst, r.skeleton)
 	case recordSkeletonRemoved:
 		dst = append(dst, r.removed[:]...)
+	case recordSessionIDs:
+		dst = binary.BigEndian.AppendUint64(dst, r.sessionIDCeiling)
 	default:
 		panic("fibril/core/node invariant violated: encoding an unknown record kind")
 	}
@@ -230,10 +247,11 @@ func appendSkeleton(dst []byte, sk *skeleton) []byte {
 // appendSnapshot encodes the whole durable state, maps in sorted order.
 func appendSnapshot(dst []byte, s *durableState) []byte {
 	dst = append(dst, snapshotMagic[:]...)
-	dst = append(dst, recordVersion)
+	dst = append(dst, snapshotVersion)
 	dst = binary.BigEndian.AppendUint64(dst, s.lastIndex)
 	dst = binary.BigEndian.AppendUint64(dst, s.boot)
 	dst = append(dst, s.ownerID[:]...)
+	dst = binary.BigEndian.AppendUint64(dst, s.sessionIDCeiling)
 	keys := sortedQueueKeys(s.queues)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(keys)))
 	for _, k := range keys {
@@ -326,6 +344,11 @@ func decodeRecord(b []byte) (*record, error) {
 		r.skeleton = d.skeleton()
 	case recordSkeletonRemoved:
 		d.fill(r.removed[:])
+	case recordSessionIDs:
+		r.sessionIDCeiling = d.u64()
+		if r.sessionIDCeiling == 0 || r.sessionIDCeiling > sessionSeqMax {
+			d.fail("session id ceiling out of range")
+		}
 	default:
 		return nil, fmt.Errorf("%w: unknown record kind %d", ErrCorruptRecord, r.kind)
 	}
@@ -344,12 +367,16 @@ func decodeSnapshot(b []byte) (durableState, error) {
 	if magic != snapshotMagic {
 		return s, fmt.Errorf("%w: bad snapshot magic", ErrCorruptRecord)
 	}
-	if v := d.u8(); v != recordVersion {
-		return s, fmt.Errorf("%w: unknown snapshot version %d", ErrCorruptRecord, v)
+	version := d.u8()
+	if version != snapshotVersion && version != snapshotVersionV1 {
+		return s, fmt.Errorf("%w: unknown snapshot version %d", ErrCorruptRecord, version)
 	}
 	s.lastIndex = d.u64()
 	s.boot = d.u64()
 	d.fill(s.ownerID[:])
+	if version >= snapshotVersion {
+		s.sessionIDCeiling = d.u64()
+	}
 	// Each list is checked whole: a queue or skeleton listed twice means the
 	// bytes are not a snapshot this code wrote.
 	count := d.count(9) // a queue entry takes at least 9 bytes
@@ -370,6 +397,9 @@ func decodeSnapshot(b []byte) (durableState, error) {
 	}
 	if s.boot > bootMax {
 		d.fail("boot counter out of range")
+	}
+	if s.sessionIDCeiling > sessionSeqMax {
+		d.fail("session id ceiling out of range")
 	}
 	return s, d.finish()
 }

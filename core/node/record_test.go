@@ -18,6 +18,7 @@ func sampleRecords() []*record {
 		{kind: recordSkeleton, skeleton: &skeleton{clientID: [16]byte{9}, token: [16]byte{8}, savedAtMs: 123,
 			subs: []SkeletonSub{{Queue: core.QueueID{Topic: "jobs", Group: "g1", Partition: 3}, Prefetch: 10, AutoAck: true}}}},
 		{kind: recordSkeletonRemoved, removed: [16]byte{9}},
+		{kind: recordSessionIDs, sessionIDCeiling: 3 << 16},
 	}
 }
 
@@ -62,6 +63,8 @@ func TestRecordsRefuseWhatNoEncoderWrites(t *testing.T) {
 		{"negative TTL", &record{kind: recordQueue, queue: &catalogEntry{key: queueKey{Topic: "a"}, partitions: 1,
 			settings: catalogSettings{DefaultTTLMs: i64(-1)}}}},
 		{"boot 0", &record{kind: recordBoot}},
+		{"session ids 0", &record{kind: recordSessionIDs}},
+		{"session ids past the budget", &record{kind: recordSessionIDs, sessionIDCeiling: sessionSeqMax + 1}},
 	}
 	for _, c := range bad {
 		if _, err := decodeRecord(appendRecord(nil, c.r)); !errors.Is(err, ErrCorruptRecord) {
@@ -101,5 +104,23 @@ func TestSnapshotRoundTripsAndIsDeterministic(t *testing.T) {
 		if _, err := decodeSnapshot(sa[:cut]); err == nil {
 			t.Fatalf("snapshot cut at %d accepted", cut)
 		}
+	}
+}
+
+// TestSnapshotVersion1StaysReadable: a snapshot written before the session
+// id ceiling existed decodes with ceiling 0.
+func TestSnapshotVersion1StaysReadable(t *testing.T) {
+	s := newDurableState()
+	for i, r := range sampleRecords()[:4] {
+		s.apply(uint64(i+1), r)
+	}
+	v2 := appendSnapshot(nil, &s)
+	// magic 4, version 1, last index 8, boot 8, owner 16: the ceiling follows.
+	const ceilingAt = 4 + 1 + 8 + 8 + 16
+	v1 := append(append([]byte(nil), v2[:ceilingAt]...), v2[ceilingAt+8:]...)
+	v1[4] = snapshotVersionV1
+	back, err := decodeSnapshot(v1)
+	if err != nil || back.sessionIDCeiling != 0 || !bytes.Equal(appendSnapshot(nil, &back), v2) {
+		t.Fatalf("version 1 snapshot: %v, ceiling %d", err, back.sessionIDCeiling)
 	}
 }

@@ -20,6 +20,8 @@ type miniDriver struct {
 	queue    []Envelope
 	failLoad int // LoadRequests still to fail
 	settled  map[core.QueueID][]core.Settlement
+	// toSession, when set, sees each envelope to a session (else dropped).
+	toSession func(Envelope)
 }
 
 func newMiniDriver(t *testing.T) *miniDriver {
@@ -98,6 +100,10 @@ func (d *miniDriver) run() {
 				continue
 			}
 			d.stepHost(env.To.Queue, &Deliver{NowMs: d.now, Envelope: env})
+		case AddrSession:
+			if d.toSession != nil {
+				d.toSession(env)
+			}
 		}
 	}
 }
@@ -181,4 +187,39 @@ func headerValueOf(b *core.Body, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// The moment a session may push DECLARE_QUEUE_OK, every loaded partition of
+// the queue holds the declared settings: a publish the client sends next
+// can reach a partition before anything else the Node sent it (envelopes of
+// different senders are not ordered), so it must find them in force
+// (review finding 7).
+func TestDeclaredLeavesOnlyOnceLoadedPartitionsHoldTheSettings(t *testing.T) {
+	d := newMiniDriver(t)
+	session := SessionAddr(1)
+	d.stepNode(&Deliver{NowMs: d.now, Envelope: Envelope{From: session, To: NodeAddr(), Msg: &DeclareQueue{Token: 1, Topic: "jobs", PartitionCount: 2}}})
+	for p := uint32(0); p < 2; p++ {
+		d.stepNode(&Deliver{NowMs: d.now, Envelope: Envelope{From: session, To: NodeAddr(), Msg: &Open{Token: 2, Topic: "jobs", Partition: p}}})
+	}
+	d.run()
+	var answered []uint64
+	d.toSession = func(env Envelope) {
+		decl, ok := env.Msg.(*Declared)
+		if !ok {
+			return
+		}
+		answered = append(answered, decl.Token)
+		for p := uint32(0); p < 2; p++ {
+			if got := d.hosts[qid("jobs", p)].Partition().Settings().MaxRetries; got != 7 {
+				t.Fatalf("Declared %d left while jobs/%d has max retries %d, not the declared 7", decl.Token, p, got)
+			}
+		}
+	}
+	d.stepNode(&Deliver{NowMs: d.now, Envelope: Envelope{From: session, To: NodeAddr(), Msg: &DeclareQueue{Token: 3, Topic: "jobs", MaxRetries: u32(7)}}})
+	// A repeat while the first is still on its way waits for it too.
+	d.stepNode(&Deliver{NowMs: d.now, Envelope: Envelope{From: session, To: NodeAddr(), Msg: &DeclareQueue{Token: 4, Topic: "jobs", MaxRetries: u32(7)}}})
+	d.run()
+	if len(answered) != 2 || answered[0] != 3 || answered[1] != 4 {
+		t.Fatalf("declares answered %v, want [3 4]", answered)
+	}
 }
