@@ -64,6 +64,11 @@ type Config struct {
 	// DeadLettersInflightMax bounds one partition's copies on their way.
 	DeadLettersInflightMax int
 
+	// LegacyBootCount is the boot count an older broker kept in its own
+	// file in the data directory (0: none): the Node's boot counter
+	// continues above it, so delivery tags never repeat across an upgrade.
+	LegacyBootCount uint64
+
 	// Partition is the template of every partition's core config (Queue,
 	// Epoch and TagFloor are filled per partition by the Node).
 	Partition core.Config

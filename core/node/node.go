@@ -206,7 +206,13 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 		copy(owner[:], entropy[:16]) // first boot: mint the owner id
 		setUUIDv4Bits(&owner)
 	}
-	n.appendRecord(&record{kind: recordBoot, boot: state.boot + 1, ownerID: owner})
+	// A data directory an older broker wrote counted its boots in a file of
+	// its own: continue above that count, so that no delivery tag of this
+	// run (TagFloor = boot << 40) can equal one handed out before the
+	// upgrade.
+	boot := max(state.boot, cfg.LegacyBootCount) + 1
+	assertHold(boot > state.boot, "the boot counter only grows")
+	n.appendRecord(&record{kind: recordBoot, boot: boot, ownerID: owner})
 	n.reserveSessionIDs()
 	assertHold(n.sessionIDsReserveIndex == n.state.lastIndex, "a boot reserves its first session ids")
 	n.bootIndex = n.state.lastIndex

@@ -109,6 +109,10 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	nodeCfg := cfg.nodeConfig()
+	if nodeCfg.LegacyBootCount, err = readLegacyBoot(cfg.DataDir); err != nil {
+		rl.Close()
+		return nil, err
+	}
 	n, err := node.NewNode(nodeCfg, rec.Snapshot, rec.Records, entropy)
 	if err != nil {
 		rl.Close()

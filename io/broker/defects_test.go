@@ -598,3 +598,40 @@ func TestReaderBackpressureDoesNotDeadlock(t *testing.T) {
 		seen++
 	}
 }
+
+// TestLegacyBootCountKeepsTagsAbove: a data directory an older broker wrote
+// kept its boot count in a file; the Node continues above it, so the first
+// delivery tag of the new run lies above every tag the old runs handed out
+// (tag floor = boot << 40). Without the import the count restarted at 1 and
+// a client settling a tag from before the upgrade could settle another
+// message.
+func TestLegacyBootCountKeepsTagsAbove(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, legacyBootName), []byte("7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, addr := testBroker(t, dir, nil)
+	defer b.Close()
+	p := connect(t, addr)
+	p.publish("legacy", "x", true)
+	p.subscribe("legacy", 0, 1, false)
+	d := p.deliver()
+	if floor := uint64(8) << 40; d.DeliveryTag < floor {
+		t.Fatalf("first tag %d is below the tag floor %d of boot 8 (old boot count 7)", d.DeliveryTag, floor)
+	}
+}
+
+// TestLegacyBootCountCorruptRefused: a boot file that does not parse
+// refuses the start rather than guess a count that may be too low.
+func TestLegacyBootCountCorruptRefused(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, legacyBootName), []byte("seven"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	if b, err := New(cfg); err == nil {
+		b.Close()
+		t.Fatal("a corrupt legacy boot file was accepted")
+	}
+}
