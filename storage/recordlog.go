@@ -238,7 +238,7 @@ func scanRecordSegments(fs fsys.FS, dir string, segments []segmentFile, snapshot
 				r, reason = checkNodeRecord(f.data, next, skipCRC || acceptTorn)
 			}
 			if reason != CutNone {
-				return res, res.cutRecord(fs, dir, segments, k, data, pos, f, next, reason, 0)
+				return res, res.cutRecord(fs, dir, segments, k, data, pos, f, next, reason, 0, nodeRecordIndex)
 			}
 			if next > snapshotIndex {
 				res.records = append(res.records, r)
@@ -249,6 +249,15 @@ func scanRecordSegments(fs fsys.FS, dir string, segments []segmentFile, snapshot
 		}
 	}
 	return res, nil
+}
+
+// nodeRecordIndex is the recordIndexFunc of a record log's records: the
+// index follows the CRC.
+func nodeRecordIndex(frame []byte) (uint64, bool) {
+	if len(frame) < recordLogHeaderBytes {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(frame[recordHeaderBytes:]), true
 }
 
 // checkNodeRecord verifies the record stored at index wantIndex. Its data

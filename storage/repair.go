@@ -23,6 +23,9 @@ import (
 //     bytes for empty entries, and never checks that segment names follow on;
 //   - the cut is at the first bad record, to the byte: every record before it
 //     stays, every byte from it on goes;
+//   - a cut is torn only if nothing after the bad record, at any byte, is a
+//     record that passes its CRC with a later index: a torn write leaves a
+//     prefix of what was written, never bytes after a hole;
 //   - a cut changes files only after it was decided, removing the newest
 //     files first, so a crash half way leaves a log whose first bad record is
 //     the same one, and the next Open makes the same cut.
@@ -39,7 +42,8 @@ type Cut struct {
 	Reason CutReason
 	// Torn says the damage looks like an unfinished write: the bad record,
 	// cut off or failing its checksum, is the last frame of the tail
-	// segment, or zeros fill the file from it on.
+	// segment, or zeros fill the file from it on, and no record with a
+	// later index that passes its CRC lies anywhere after it.
 	Torn bool
 	// Segment names the file holding the bad record; OffsetBytes is where
 	// the record's frame starts in it.
@@ -243,7 +247,7 @@ func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex 
 				e.Body.Ref = ref.payloadRef()
 			}
 			if reason != CutNone {
-				return res, res.cutRecord(fs, dir, segments, k, data, pos, f, next, reason, ref.roundLastIndex)
+				return res, res.cutRecord(fs, dir, segments, k, data, pos, f, next, reason, ref.roundLastIndex, entryRecordIndex)
 			}
 			if next > snapshotIndex {
 				res.entries = append(res.entries, e)
@@ -264,7 +268,8 @@ func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex 
 // are data).
 // roundLast is, for a blob record whose payload cannot be read back, the
 // last index of the Append that wrote it (blobRef.roundLastIndex).
-func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile, k int, data []byte, pos int, f frame, index uint64, reason CutReason, roundLast uint64) error {
+// indexOf reads the index a record of this log claims (recordIndexFunc).
+func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile, k int, data []byte, pos int, f frame, index uint64, reason CutReason, roundLast uint64, indexOf recordIndexFunc) error {
 	assertTrue(reason != CutNone, "a cut has a reason")
 	assertTrue(index == res.lastIndex+1, "the cut follows the last valid record")
 	// A write cut short leaves a frame that runs off the end, fails its
@@ -281,6 +286,14 @@ func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile,
 	torn := isTail && looksUnfinished && (f.reachesEOF || allZero(data[pos:]))
 	if !torn && isTail && (looksUnfinished || reason == CutBadFrame) {
 		torn = onlyJunkFollows(data, pos, f)
+	}
+	if torn && laterRecordFollows(data, pos, index, indexOf) {
+		// A torn write leaves only a prefix of what was written: a record
+		// after the damage was written before it and reached the disk, so
+		// the damage is to bytes already written (a length prefix that now
+		// runs past the end of the file hides the frames behind it, so they
+		// are looked for at every byte).
+		torn = false
 	}
 	if reason == CutBlobMissing || reason == CutBlobShort || reason == CutBlobChecksum {
 		// A round's payloads are fdatasynced beside its records, so a crash
@@ -362,6 +375,55 @@ func lastValidFrame(b []byte) int {
 // CRC always covers everything after it).
 func crcValid(record []byte) bool {
 	return len(record) >= recordHeaderBytes && crc32.Checksum(record[recordHeaderBytes:], castagnoli) == binary.BigEndian.Uint32(record)
+}
+
+// recordIndexFunc reads the index a record (a frame's data) claims, before
+// its CRC is checked; ok is false when the record is too short for one.
+type recordIndexFunc func(record []byte) (index uint64, ok bool)
+
+// Where a partition log's record holds its entry's index: the entry starts
+// after the CRC (and a blob record's reference); in it, the magic, kind and
+// cause bytes and the epoch come before the index (core.AppendEntry).
+const entryIndexOffsetBytes = 1 + 1 + 1 + 8
+
+// entryRecordIndex is the recordIndexFunc of a partition log's records.
+func entryRecordIndex(record []byte) (uint64, bool) {
+	start := recordHeaderBytes
+	if len(record) <= start {
+		return 0, false
+	}
+	switch record[start] {
+	case blobRecordKind:
+		start += blobRefBytes
+	case blobRecordKindRound:
+		start += blobRefBytesRound
+	}
+	at := start + entryIndexOffsetBytes
+	if len(record) < at+8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(record[at:]), true
+}
+
+// laterRecordFollows says whether, anywhere after the frame start at pos in
+// data, a frame holds a record that passes its CRC and claims an index after
+// index. Every byte offset is tried, as the damage may have broken the
+// framing; a claimed index beyond one record per remaining byte cannot be
+// this file's, so only plausible ones pay for a CRC.
+func laterRecordFollows(data []byte, pos int, index uint64, indexOf recordIndexFunc) bool {
+	assertTrue(pos >= 0 && pos <= len(data), "the cut is inside the file")
+	indexMax := index + uint64(len(data)-pos)
+	for at := pos + 1; at < len(data); at++ {
+		f := parseFrame(data[at:])
+		if !f.ok {
+			continue
+		}
+		claimed, ok := indexOf(f.data)
+		if ok && claimed > index && claimed <= indexMax && crcValid(f.data) {
+			return true
+		}
+	}
+	return false
 }
 
 // tornJunkBytesMax is the most junk a torn write leaves at the end of a
