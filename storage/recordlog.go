@@ -238,7 +238,7 @@ func scanRecordSegments(fs fsys.FS, dir string, segments []segmentFile, snapshot
 				r, reason = checkNodeRecord(f.data, next, skipCRC || acceptTorn)
 			}
 			if reason != CutNone {
-				return res, res.cutRecord(fs, dir, segments, k, data, pos, f, next, reason, 0, nodeRecordIndex)
+				return res, res.cutRecord(fs, dir, segments, k, data, pos, f, next, reason, 0, nodeRecords)
 			}
 			if next > snapshotIndex {
 				res.records = append(res.records, r)
@@ -251,8 +251,11 @@ func scanRecordSegments(fs fsys.FS, dir string, segments []segmentFile, snapshot
 	return res, nil
 }
 
-// nodeRecordIndex is the recordIndexFunc of a record log's records: the
-// index follows the CRC.
+// nodeRecords: a record log's record holds its index after the CRC, and no
+// round mark.
+var nodeRecords = recordFormat{indexOf: nodeRecordIndex, syncedMarkOf: func([]byte, uint64) uint64 { return 0 }}
+
+// nodeRecordIndex reads the index a record log's record claims.
 func nodeRecordIndex(frame []byte) (uint64, bool) {
 	if len(frame) < recordLogHeaderBytes {
 		return 0, false

@@ -1,0 +1,143 @@
+package storage
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/fibril-go/fibril/core"
+)
+
+// Review findings 10 and 11: unsynced pages reach the disk in any order, so
+// the last rounds may come back with holes (zeroed sectors) before records
+// that did get there: torn, cut. Damage at or below a round mark (the index
+// the log was synced to when a later round was written) is refused.
+
+// roundsLog writes three rounds of 20 inline records (about 3 KiB each) in
+// one segment: A, then B, then C; syncBeforeC says B was synced before C was
+// appended (C's round mark is then 40, else 20). It returns the entries and
+// the frame starts of the segment.
+func roundsLog(t *testing.T, dir string, opts Options, syncBeforeC bool) ([]core.Entry, segmentFile, []int) {
+	t.Helper()
+	l, _ := openLog(t, dir, opts)
+	all := publishEntries(1, 60, 100)
+	appendSync(t, l, all[:20])
+	must(t, l.Append(all[20:40]))
+	if syncBeforeC {
+		must(t, l.Sync())
+	}
+	appendSync(t, l, all[40:])
+	must(t, l.Close())
+	segs := segmentsOf(t, dir)
+	if len(segs) != 1 {
+		t.Fatalf("want one segment, got %v", segs)
+	}
+	return all, segs[0], frameStarts(t, filepath.Join(dir, segs[0].name))
+}
+
+// zeroRange zeroes bytes [from, to) of a file and returns the index of the
+// first record it touches.
+func zeroRange(t *testing.T, path string, starts []int, firstIndex uint64, from, to int) uint64 {
+	t.Helper()
+	b, err := tfs.ReadFile(path)
+	must(t, err)
+	clear(b[from:to])
+	must(t, tfs.WriteFile(path, b, 0o640))
+	for k := range starts[:len(starts)-1] {
+		if starts[k+1] > from {
+			return firstIndex + uint64(k)
+		}
+	}
+	t.Fatal("no record at the hole")
+	return 0
+}
+
+// holeInRound zeroes the first aligned sector wholly inside the records of
+// round r (0, 1, 2: A, B, C), after its first record, with records of the
+// round after it.
+func holeInRound(t *testing.T, dir string, seg segmentFile, starts []int, r int) uint64 {
+	t.Helper()
+	from, to := starts[20*r+1], starts[20*r+18]
+	s := (from + holeSectorBytes - 1) / holeSectorBytes * holeSectorBytes
+	if s+holeSectorBytes > to {
+		t.Fatalf("round %d [%d,%d) holds no whole sector", r, from, to)
+	}
+	return zeroRange(t, filepath.Join(dir, seg.name), starts, seg.firstIndex, s, s+holeSectorBytes)
+}
+
+// TestHoleInLastRoundIsTorn: a zeroed sector in the last round, records of
+// that round after it: pages written back out of order, torn, cut (under
+// CorruptionRefuse). Before the fix it was refused as corruption.
+func TestHoleInLastRoundIsTorn(t *testing.T) {
+	opts := testOptions(64<<10, CorruptionRefuse)
+	dir := t.TempDir()
+	all, seg, starts := roundsLog(t, dir, opts, true)
+	bad := holeInRound(t, dir, seg, starts, 2)
+	l, rec := openLog(t, dir, opts)
+	defer l.Close()
+	if !rec.TruncatedTail || !rec.Cut.Torn || rec.Cut.Index != bad {
+		t.Fatalf("hole at record %d: cut %+v", bad, rec.Cut)
+	}
+	sameEntries(t, rec.Entries, all[:bad-1])
+}
+
+// TestHoleFromDurableEndIsTorn: the page holding the end of the synced
+// bytes never rewritten: zeros from the last round's first record to the
+// next sector boundary, the rest of the round there. Torn.
+func TestHoleFromDurableEndIsTorn(t *testing.T) {
+	opts := testOptions(64<<10, CorruptionRefuse)
+	dir := t.TempDir()
+	all, seg, starts := roundsLog(t, dir, opts, true)
+	from := starts[40]
+	boundary := (from/holeSectorBytes + 1) * holeSectorBytes
+	bad := zeroRange(t, filepath.Join(dir, seg.name), starts, seg.firstIndex, from, boundary)
+	if bad != 41 {
+		t.Fatalf("hole at record %d", bad)
+	}
+	l, rec := openLog(t, dir, opts)
+	defer l.Close()
+	if !rec.TruncatedTail || !rec.Cut.Torn || rec.Cut.Index != 41 {
+		t.Fatalf("cut %+v", rec.Cut)
+	}
+	sameEntries(t, rec.Entries, all[:40])
+}
+
+// TestHoleUnderRoundMarkRefused: the same hole in round B, which was synced
+// before C was written (C's first record says so): damage to durable
+// records, refused with nothing changed; cut, not torn, under
+// CorruptionTruncate. Without the round marks the hole would read as torn.
+func TestHoleUnderRoundMarkRefused(t *testing.T) {
+	opts := testOptions(64<<10, CorruptionRefuse)
+	dir := t.TempDir()
+	all, seg, starts := roundsLog(t, dir, opts, true)
+	bad := holeInRound(t, dir, seg, starts, 1)
+	before := dirDigest(t, dir)
+	_, _, err := Open(testEnv, dir, opts)
+	if ce := asCorruption(t, err); ce.Cut.Index != bad || ce.Cut.Torn {
+		t.Fatalf("hole at record %d: reported %+v", bad, ce.Cut)
+	}
+	if dirDigest(t, dir) != before {
+		t.Fatal("a refused open changed the files")
+	}
+	l, rec := openLog(t, dir, testOptions(64<<10, CorruptionTruncate))
+	defer l.Close()
+	if !rec.TruncatedTail || rec.Cut.Torn || rec.Cut.Index != bad {
+		t.Fatalf("truncated with %+v", rec.Cut)
+	}
+	sameEntries(t, rec.Entries, all[:bad-1])
+}
+
+// TestHoleInUnsyncedEarlierRoundIsTorn: B appended and C after it with no
+// Sync between (C's mark is 20): a hole in B, records of B and C after it,
+// is unsynced pages out of order too. Torn.
+func TestHoleInUnsyncedEarlierRoundIsTorn(t *testing.T) {
+	opts := testOptions(64<<10, CorruptionRefuse)
+	dir := t.TempDir()
+	all, seg, starts := roundsLog(t, dir, opts, false)
+	bad := holeInRound(t, dir, seg, starts, 1)
+	l, rec := openLog(t, dir, opts)
+	defer l.Close()
+	if !rec.TruncatedTail || !rec.Cut.Torn || rec.Cut.Index != bad {
+		t.Fatalf("hole at record %d: cut %+v", bad, rec.Cut)
+	}
+	sameEntries(t, rec.Entries, all[:bad-1])
+}
