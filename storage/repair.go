@@ -309,7 +309,7 @@ func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile,
 	case laterAt >= 0:
 		// A record written after the damaged one reached the disk: only a
 		// sector that never got there (zeros) makes that a write cut short.
-		torn = isTail && looksUnfinished && holeWithin(data, pos, laterAt)
+		torn = format.roundMarks && isTail && looksUnfinished && holeWithin(data, pos, laterAt)
 	}
 	if reason == CutBlobMissing || reason == CutBlobShort || reason == CutBlobChecksum {
 		// A round's payloads are fdatasynced beside its records, so a crash
@@ -399,11 +399,15 @@ func crcValid(record []byte) bool {
 type recordFormat struct {
 	indexOf      func(record []byte) (index uint64, ok bool)
 	syncedMarkOf func(record []byte, index uint64) uint64
+	// roundMarks says the log writes round marks: only then may a hole
+	// before later records be torn, as a mark after it would have told
+	// synced damage.
+	roundMarks bool
 }
 
 // entryRecords are a partition log's records; nodeRecords (recordlog.go)
 // the record log's.
-var entryRecords = recordFormat{indexOf: entryRecordIndex, syncedMarkOf: recordSyncedMark}
+var entryRecords = recordFormat{indexOf: entryRecordIndex, syncedMarkOf: recordSyncedMark, roundMarks: true}
 
 // Where a partition log's record holds its entry's index: the entry starts
 // after the CRC (and a round mark, and a blob record's reference); in it,
@@ -432,29 +436,39 @@ func entryRecordIndex(record []byte) (uint64, bool) {
 	return binary.BigEndian.Uint64(record[at:]), true
 }
 
-// scanLaterRecords looks at every byte after the frame start at pos in data for
-// a frame holding a record that passes its CRC and claims an index after
-// index. It returns where the first such frame starts (-1 for none) and the
-// highest round mark they carry. A claimed index beyond one record per
+// scanLaterRecords looks at every byte after the frame start at pos in data
+// for a frame holding a record that passes its CRC and claims an index
+// after index. It returns where the first such frame starts (-1 for none)
+// and the highest round mark such records carry, and stops once that
+// settles the cut (cutRecord): at the first one when no hole lies before
+// it, or at a mark reaching index. A claimed index beyond one record per
 // remaining byte cannot be this file's, so only plausible ones pay for a
-// CRC.
+// CRC; after a record that passes, the scan goes on behind it, so records
+// inside its payload are never looked at.
 func scanLaterRecords(data []byte, pos int, index uint64, format recordFormat) (firstAt int, syncedMark uint64) {
 	assertTrue(pos >= 0 && pos <= len(data), "the cut is inside the file")
 	firstAt = -1
 	indexMax := index + uint64(len(data)-pos)
-	for at := pos + 1; at < len(data); at++ {
+	for at := pos + 1; at < len(data); {
 		f := parseFrame(data[at:])
-		if !f.ok {
-			continue
+		claimed, ok := uint64(0), false
+		if f.ok {
+			claimed, ok = format.indexOf(f.data)
 		}
-		claimed, ok := format.indexOf(f.data)
 		if !ok || claimed <= index || claimed > indexMax || !crcValid(f.data) {
+			at++
 			continue
 		}
 		if firstAt < 0 {
 			firstAt = at
+			if !format.roundMarks || !holeWithin(data, pos, at) {
+				break
+			}
 		}
-		syncedMark = max(syncedMark, format.syncedMarkOf(f.data, claimed))
+		if syncedMark = max(syncedMark, format.syncedMarkOf(f.data, claimed)); syncedMark >= index {
+			break
+		}
+		at += f.totalBytes
 	}
 	assertTrue(firstAt < 0 || firstAt > pos, "a later record starts after the cut")
 	return firstAt, syncedMark

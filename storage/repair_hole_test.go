@@ -141,3 +141,21 @@ func TestHoleInUnsyncedEarlierRoundIsTorn(t *testing.T) {
 	}
 	sameEntries(t, rec.Entries, all[:bad-1])
 }
+
+// TestRecordLogHoleRefused: the record log writes no round marks, so a
+// zeroed sector with intact records after it is corruption there.
+func TestRecordLogHoleRefused(t *testing.T) {
+	dir := t.TempDir()
+	opts := DefaultRecordLogOptions()
+	opts.SegmentSizeBytes = 64 << 10
+	rl, _ := openRecordLog(t, dir, opts)
+	all := makeRecords(1, 100) // about 4 KiB
+	must(t, rl.Append(all))
+	must(t, rl.Close())
+	seg := tailWithRecords(t, dir)
+	starts := frameStarts(t, filepath.Join(dir, seg.name))
+	bad := zeroRange(t, filepath.Join(dir, seg.name), starts, seg.firstIndex, 2*holeSectorBytes, 3*holeSectorBytes)
+	if _, _, err := OpenRecordLog(testEnv, dir, opts); asCorruption(t, err).Cut.Index != bad {
+		t.Fatalf("hole at record %d: reported %v", bad, err)
+	}
+}
