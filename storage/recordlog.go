@@ -252,7 +252,7 @@ func scanRecordSegments(fs fsys.FS, dir string, segments []segmentFile, snapshot
 }
 
 // nodeRecords: a record log's record holds its index after the CRC, and no
-// round mark (so damage with intact records after it is never torn).
+// synced mark (so damage with intact records after it is never torn).
 var nodeRecords = recordFormat{indexOf: nodeRecordIndex, syncedMarkOf: func([]byte, uint64) uint64 { return 0 }}
 
 // nodeRecordIndex reads the index a record log's record claims.

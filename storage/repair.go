@@ -23,7 +23,7 @@ import (
 //     bytes for empty entries, and never checks that segment names follow on;
 //   - the cut is at the first bad record, to the byte: every record before it
 //     stays, every byte from it on goes;
-//   - a cut at or below a round mark (record.go) that a record passing its
+//   - a cut at or below a synced mark (record.go) that a record passing its
 //     CRC carries, before the cut or after it, is never torn: the log was
 //     synced there before a later round was written;
 //   - above every mark, a cut is torn only if nothing after the bad record,
@@ -50,7 +50,7 @@ type Cut struct {
 	// segment, or zeros fill the file from it on, and no record with a
 	// later index that passes its CRC lies anywhere after it but behind a
 	// zeroed sector (unsynced pages written back out of order); never at or
-	// below a round mark (record.go).
+	// below a synced mark (record.go).
 	Torn bool
 	// Segment names the file holding the bad record; OffsetBytes is where
 	// the record's frame starts in it.
@@ -193,7 +193,7 @@ type scanResult struct {
 	// cutDropsFile says that whole file goes (its name is wrong).
 	cutSegment   int
 	cutDropsFile bool
-	// syncedMark is the highest round mark of the records that passed.
+	// syncedMark is the highest synced mark of the records that passed.
 	syncedMark uint64
 }
 
@@ -309,7 +309,7 @@ func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile,
 	case laterAt >= 0:
 		// A record written after the damaged one reached the disk: only a
 		// sector that never got there (zeros) makes that a write cut short.
-		torn = format.roundMarks && isTail && looksUnfinished && holeWithin(data, pos, laterAt)
+		torn = format.syncedMarks && isTail && looksUnfinished && holeWithin(data, pos, laterAt)
 	}
 	if reason == CutBlobMissing || reason == CutBlobShort || reason == CutBlobChecksum {
 		// A round's payloads are fdatasynced beside its records, so a crash
@@ -395,30 +395,30 @@ func crcValid(record []byte) bool {
 
 // recordFormat reads, before its CRC is checked, what a record of one kind
 // of log claims: its index (ok false when it is too short to hold one) and
-// its round mark (0 for none).
+// its synced mark (0 for none).
 type recordFormat struct {
 	indexOf      func(record []byte) (index uint64, ok bool)
 	syncedMarkOf func(record []byte, index uint64) uint64
-	// roundMarks says the log writes round marks: only then may a hole
+	// syncedMarks says the log writes synced marks: only then may a hole
 	// before later records be torn, as a mark after it would have told
 	// synced damage.
-	roundMarks bool
+	syncedMarks bool
 }
 
 // entryRecords are a partition log's records; nodeRecords (recordlog.go)
 // the record log's.
-var entryRecords = recordFormat{indexOf: entryRecordIndex, syncedMarkOf: recordSyncedMark, roundMarks: true}
+var entryRecords = recordFormat{indexOf: entryRecordIndex, syncedMarkOf: recordSyncedMark, syncedMarks: true}
 
 // Where a partition log's record holds its entry's index: the entry starts
-// after the CRC (and a round mark, and a blob record's reference); in it,
+// after the CRC (and a synced mark, and a blob record's reference); in it,
 // the magic, kind and cause bytes and the epoch come before the index
 // (core.AppendEntry).
 const entryIndexOffsetBytes = 1 + 1 + 1 + 8
 
 func entryRecordIndex(record []byte) (uint64, bool) {
 	start := recordHeaderBytes
-	if len(record) > start && record[start] == roundMarkKind {
-		start += roundMarkBytes
+	if len(record) > start && record[start] == syncedMarkKind {
+		start += syncedMarkBytes
 	}
 	if len(record) <= start {
 		return 0, false
@@ -439,7 +439,7 @@ func entryRecordIndex(record []byte) (uint64, bool) {
 // scanLaterRecords looks at every byte after the frame start at pos in data
 // for a frame holding a record that passes its CRC and claims an index
 // after index. It returns where the first such frame starts (-1 for none)
-// and the highest round mark such records carry, and stops once that
+// and the highest synced mark such records carry, and stops once that
 // settles the cut (cutRecord): at the first one when no hole lies before
 // it, or at a mark reaching index. A claimed index beyond one record per
 // remaining byte cannot be this file's, so only plausible ones pay for a
@@ -461,7 +461,7 @@ func scanLaterRecords(data []byte, pos int, index uint64, format recordFormat) (
 		}
 		if firstAt < 0 {
 			firstAt = at
-			if !format.roundMarks || !holeWithin(data, pos, at) {
+			if !format.syncedMarks || !holeWithin(data, pos, at) {
 				break
 			}
 		}
@@ -486,7 +486,7 @@ const holeSectorBytes = 512
 // them). A record's frame never starts with a zero byte (its length is not
 // 0), and holds a whole sector of zeros only in an inline payload (below
 // Options.BlobPayloadBytesMin, 256 bytes by default): that, above every
-// round mark, is the one damage this takes for a hole.
+// synced mark, is the one damage this takes for a hole.
 func holeWithin(data []byte, from, to int) bool {
 	assertTrue(from >= 0 && from <= to && to <= len(data), "the range is inside the file")
 	boundary := (from + holeSectorBytes - 1) / holeSectorBytes * holeSectorBytes

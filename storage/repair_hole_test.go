@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"encoding/binary"
+	"hash/crc32"
 	"path/filepath"
 	"testing"
 
@@ -9,12 +11,12 @@ import (
 
 // Review findings 10 and 11: unsynced pages reach the disk in any order, so
 // the last rounds may come back with holes (zeroed sectors) before records
-// that did get there: torn, cut. Damage at or below a round mark (the index
+// that did get there: torn, cut. Damage at or below a synced mark (the index
 // the log was synced to when a later round was written) is refused.
 
 // roundsLog writes three rounds of 20 inline records (about 3 KiB each) in
 // one segment: A, then B, then C; syncBeforeC says B was synced before C was
-// appended (C's round mark is then 40, else 20). It returns the entries and
+// appended (C's synced mark is then 40, else 20). It returns the entries and
 // the frame starts of the segment.
 func roundsLog(t *testing.T, dir string, opts Options, syncBeforeC bool) ([]core.Entry, segmentFile, []int) {
 	t.Helper()
@@ -104,7 +106,7 @@ func TestHoleFromDurableEndIsTorn(t *testing.T) {
 // TestHoleUnderRoundMarkRefused: the same hole in round B, which was synced
 // before C was written (C's first record says so): damage to durable
 // records, refused with nothing changed; cut, not torn, under
-// CorruptionTruncate. Without the round marks the hole would read as torn.
+// CorruptionTruncate. Without the synced marks the hole would read as torn.
 func TestHoleUnderRoundMarkRefused(t *testing.T) {
 	opts := testOptions(64<<10, CorruptionRefuse)
 	dir := t.TempDir()
@@ -142,7 +144,7 @@ func TestHoleInUnsyncedEarlierRoundIsTorn(t *testing.T) {
 	sameEntries(t, rec.Entries, all[:bad-1])
 }
 
-// TestRecordLogHoleRefused: the record log writes no round marks, so a
+// TestRecordLogHoleRefused: the record log writes no synced marks, so a
 // zeroed sector with intact records after it is corruption there.
 func TestRecordLogHoleRefused(t *testing.T) {
 	dir := t.TempDir()
@@ -157,5 +159,40 @@ func TestRecordLogHoleRefused(t *testing.T) {
 	bad := zeroRange(t, filepath.Join(dir, seg.name), starts, seg.firstIndex, 2*holeSectorBytes, 3*holeSectorBytes)
 	if _, _, err := OpenRecordLog(testEnv, dir, opts); asCorruption(t, err).Cut.Index != bad {
 		t.Fatalf("hole at record %d: reported %v", bad, err)
+	}
+}
+
+// TestSyncedMarkRecord: a synced mark reads back from inline and blob
+// records alike, does not change the entry, and one at or above its
+// record's own index is not what Append writes (undecodable).
+func TestSyncedMarkRecord(t *testing.T) {
+	e := publishEntries(9, 1, 10)[0]
+	plain := appendRecord(nil, &e, 0)
+	marked := appendRecord(nil, &e, 8)
+	if recordSyncedMark(plain, 9) != 0 || recordSyncedMark(marked, 9) != 8 || len(marked) != len(plain)+syncedMarkBytes {
+		t.Fatalf("marks %d %d, sizes %d %d", recordSyncedMark(plain, 9), recordSyncedMark(marked, 9), len(plain), len(marked))
+	}
+	for _, record := range [][]byte{plain, marked} {
+		got, _, _, reason := checkRecord(record, 9, 1, false)
+		if index, ok := entryRecordIndex(record); reason != CutNone || !ok || index != 9 {
+			t.Fatalf("reason %v, claimed index %d %v", reason, index, ok)
+		}
+		sameEntries(t, []core.Entry{got}, []core.Entry{e})
+	}
+	payload := make([]byte, 300)
+	blob := core.Entry{Epoch: 1, Index: 9, Kind: core.EntryPublish, Offset: 8, Body: &core.Body{Payload: payload}}
+	ref := blobRef{fileID: 9, lengthBytes: 300, crc: 1, roundLastIndex: 9}
+	record := appendBlobRecord(nil, &blob, ref, &blobScratch{}, 5)
+	if _, got, isBlob, reason := checkRecord(record, 9, 1, false); reason != CutNone || !isBlob || got != ref || recordSyncedMark(record, 9) != 5 {
+		t.Fatalf("blob record: %v %v %+v", reason, isBlob, got)
+	}
+	if index, ok := entryRecordIndex(record); !ok || index != 9 {
+		t.Fatalf("blob record claims %d %v", index, ok)
+	}
+	// A mark of the record's own index, CRC recomputed.
+	binary.BigEndian.PutUint64(marked[recordHeaderBytes+1:], 9)
+	binary.BigEndian.PutUint32(marked, crc32.Checksum(marked[recordHeaderBytes:], castagnoli))
+	if _, _, _, reason := checkRecord(marked, 9, 1, false); reason != CutUndecodable || recordSyncedMark(marked, 9) != 0 {
+		t.Fatalf("a mark at its own index: %v", reason)
 	}
 }
