@@ -36,6 +36,9 @@
 // The tidwall index of a record is exactly the core index of its entry: a
 // fresh log starts at 1, and a snapshot at index S moves the first index to
 // S+1 (tidwall TruncateFront).
+// The first record of each Append may open with a synced mark: a kind byte
+// (0xC5) and the index the log was synced up to when the round was written,
+// then the record as without it (records without one read as before).
 //
 // # Durability
 //
@@ -64,7 +67,12 @@
 // cut off or failing its checksum, is the last frame of the tail segment, or
 // zeros fill the file from it on) is always trimmed: it can only hold writes
 // that were never fsynced, since tidwall fsyncs a segment before it starts
-// the next one and we fsync the tail before reporting anything durable. A
+// the next one and we fsync the tail before reporting anything durable.
+// Only a prefix of a write is torn: a record passing its CRC with a later
+// index, found at any byte after the bad one, makes it corruption, unless a
+// zeroed sector lies between them (unsynced pages reach the disk in any
+// order). A cut at or below the synced mark of a record that passes its CRC
+// is always corruption: a later round was written after it was synced. A
 // blob record whose payload cannot be read back (file missing, too short,
 // CRC mismatch) is torn when its round reaches the end of the log (the
 // unfinished last round, nothing of which was confirmed), and corruption

@@ -230,10 +230,16 @@ func (l *Log) Append(entries []core.Entry) error {
 	batchBytes := 0
 	for i := range entries {
 		e := &entries[i]
+		// The round's first record carries how far the log is synced:
+		// recovery refuses damage below it (repair.go).
+		syncedMark := uint64(0)
+		if i == 0 {
+			syncedMark = l.syncedIndex
+		}
 		if ref := l.blobRefs[i]; ref.lengthBytes > 0 {
-			l.recordBuf = appendBlobRecord(l.recordBuf[:0], e, ref, &l.blobScratch)
+			l.recordBuf = appendBlobRecord(l.recordBuf[:0], e, ref, &l.blobScratch, syncedMark)
 		} else {
-			l.recordBuf = appendRecord(l.recordBuf[:0], e)
+			l.recordBuf = appendRecord(l.recordBuf[:0], e, syncedMark)
 		}
 		full := len(l.frameSizes) == l.opts.BatchEntriesMax || batchBytes+len(l.recordBuf) > l.opts.BatchBytesMax
 		if len(l.frameSizes) > 0 && full {

@@ -21,6 +21,11 @@ import (
 //   - a record is checked the same way on the way in (Append asserts index
 //     and epoch) and on the way out (checkRecord), so a record that passes
 //     is one we wrote.
+//   - the first record of each Append may open with a synced mark: the byte
+//     syncedMarkKind and the index (u64 big-endian, below the record's own)
+//     up to which the log was synced when the round was appended; then the
+//     record as without it. Recovery refuses damage at or below a mark that
+//     a record passing its CRC carries (repair.go).
 
 // recordHeaderBytes is the CRC in front of the entry bytes.
 const recordHeaderBytes = 4
@@ -29,10 +34,12 @@ const recordHeaderBytes = 4
 // better at catching burst errors than IEEE.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// appendRecord encodes e as a record after dst.
-func appendRecord(dst []byte, e *core.Entry) []byte {
+// appendRecord encodes e as a record after dst, with a synced mark of
+// syncedMark unless it is 0 (nothing synced: a mark would tell nothing).
+func appendRecord(dst []byte, e *core.Entry, syncedMark uint64) []byte {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
+	dst = appendSyncedMark(dst, e, syncedMark)
 	dst = core.AppendEntry(dst, e)
 	crc := crc32.Checksum(dst[start+recordHeaderBytes:], castagnoli)
 	binary.BigEndian.PutUint32(dst[start:], crc)
@@ -53,7 +60,34 @@ const (
 	// lost with its unfinished round from a damaged one (repair.go).
 	blobRecordKindRound = 0xB2
 	blobRefBytesRound   = blobRefBytes + 8
+	// syncedMarkKind opens a synced mark (the package invariants); it
+	// differs from the entry magic and the blob kinds, so a record without
+	// one reads as before and one with it is refused by older code.
+	syncedMarkKind  = 0xC5
+	syncedMarkBytes = 1 + 8
 )
+
+// appendSyncedMark writes a synced mark of syncedMark, unless it is 0.
+func appendSyncedMark(dst []byte, e *core.Entry, syncedMark uint64) []byte {
+	if syncedMark == 0 {
+		return dst
+	}
+	assertTrue(syncedMark < e.Index, "a synced mark is below its record")
+	dst = append(dst, syncedMarkKind)
+	return binary.BigEndian.AppendUint64(dst, syncedMark)
+}
+
+// recordSyncedMark is the synced mark of a record (frame data) that claims
+// index, or 0 when it has none (or one no Append writes).
+func recordSyncedMark(record []byte, index uint64) uint64 {
+	if len(record) < recordHeaderBytes+syncedMarkBytes || record[recordHeaderBytes] != syncedMarkKind {
+		return 0
+	}
+	if mark := binary.BigEndian.Uint64(record[recordHeaderBytes+1:]); mark < index {
+		return mark
+	}
+	return 0
+}
 
 // blobRef locates one payload in the blob files.
 type blobRef struct {
@@ -71,12 +105,14 @@ func (r blobRef) endBytes() uint64 { return r.offsetBytes + uint64(r.lengthBytes
 // appendBlobRecord encodes e as a blob record after dst: ref in place of
 // the payload. scratch is reused to encode e without its payload, without
 // changing e.Body, which the core and other goroutines share.
-func appendBlobRecord(dst []byte, e *core.Entry, ref blobRef, scratch *blobScratch) []byte {
+func appendBlobRecord(dst []byte, e *core.Entry, ref blobRef, scratch *blobScratch, syncedMark uint64) []byte {
 	assertTrue(e.Kind == core.EntryPublish && e.Body != nil, "only publishes have blob payloads")
 	assertTrue(uint64(len(e.Body.Payload)) == uint64(ref.lengthBytes) && ref.lengthBytes > 0, "the reference is to this payload")
 	assertTrue(ref.roundLastIndex >= e.Index, "a record is in its own round")
 	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0, blobRecordKindRound)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = appendSyncedMark(dst, e, syncedMark)
+	dst = append(dst, blobRecordKindRound)
 	dst = binary.BigEndian.AppendUint64(dst, ref.fileID)
 	dst = binary.BigEndian.AppendUint64(dst, ref.offsetBytes)
 	dst = binary.BigEndian.AppendUint32(dst, ref.lengthBytes)
@@ -111,6 +147,12 @@ func checkRecord(record []byte, wantIndex, epochMin uint64, skipCRC bool) (core.
 		return core.Entry{}, blobRef{}, false, CutChecksum
 	}
 	body := record[recordHeaderBytes:]
+	if len(body) > 0 && body[0] == syncedMarkKind {
+		if len(body) < syncedMarkBytes || binary.BigEndian.Uint64(body[1:]) >= wantIndex {
+			return core.Entry{}, blobRef{}, false, CutUndecodable
+		}
+		body = body[syncedMarkBytes:]
+	}
 	var ref blobRef
 	isBlob := len(body) > 0 && (body[0] == blobRecordKind || body[0] == blobRecordKindRound)
 	if isBlob {
@@ -159,7 +201,8 @@ func checkRecord(record []byte, wantIndex, epochMin uint64, skipCRC bool) (core.
 func recordSizeBytesEstimate(e *core.Entry) int {
 	// CRC, magic, kind, cause, epoch, index, and the fixed fields of the
 	// largest kind (publish: offset, expiry, not-before).
-	n := recordHeaderBytes + 3 + 8 + 8 + 3*8
+	// A synced mark is counted for every record, first of a round or not.
+	n := recordHeaderBytes + syncedMarkBytes + 3 + 8 + 8 + 3*8
 	if b := e.Body; b != nil {
 		// stamps, content kind and length, header count, payload length
 		n += 8 + 8 + 1 + 4 + 4 + 4 + len(b.ContentType.Custom) + len(b.Payload)

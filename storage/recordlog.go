@@ -238,7 +238,7 @@ func scanRecordSegments(fs fsys.FS, dir string, segments []segmentFile, snapshot
 				r, reason = checkNodeRecord(f.data, next, skipCRC || acceptTorn)
 			}
 			if reason != CutNone {
-				return res, res.cutRecord(fs, dir, segments, k, data, pos, f, next, reason, 0)
+				return res, res.cutRecord(fs, dir, segments, k, data, pos, f, next, reason, 0, nodeRecords)
 			}
 			if next > snapshotIndex {
 				res.records = append(res.records, r)
@@ -249,6 +249,18 @@ func scanRecordSegments(fs fsys.FS, dir string, segments []segmentFile, snapshot
 		}
 	}
 	return res, nil
+}
+
+// nodeRecords: a record log's record holds its index after the CRC, and no
+// synced mark (so damage with intact records after it is never torn).
+var nodeRecords = recordFormat{indexOf: nodeRecordIndex, syncedMarkOf: func([]byte, uint64) uint64 { return 0 }}
+
+// nodeRecordIndex reads the index a record log's record claims.
+func nodeRecordIndex(frame []byte) (uint64, bool) {
+	if len(frame) < recordLogHeaderBytes {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(frame[recordHeaderBytes:]), true
 }
 
 // checkNodeRecord verifies the record stored at index wantIndex. Its data

@@ -23,6 +23,14 @@ import (
 //     bytes for empty entries, and never checks that segment names follow on;
 //   - the cut is at the first bad record, to the byte: every record before it
 //     stays, every byte from it on goes;
+//   - a cut at or below a synced mark (record.go) that a record passing its
+//     CRC carries, before the cut or after it, is never torn: the log was
+//     synced there before a later round was written;
+//   - above every mark, a cut is torn only if nothing after the bad record,
+//     at any byte, is a record that passes its CRC with a later index, or
+//     if a zeroed sector lies between it and that record: unsynced pages
+//     reach the disk in any order, and a sector that never got there reads
+//     as zeros, while damage to bytes already written is not zeros;
 //   - a cut changes files only after it was decided, removing the newest
 //     files first, so a crash half way leaves a log whose first bad record is
 //     the same one, and the next Open makes the same cut.
@@ -39,7 +47,10 @@ type Cut struct {
 	Reason CutReason
 	// Torn says the damage looks like an unfinished write: the bad record,
 	// cut off or failing its checksum, is the last frame of the tail
-	// segment, or zeros fill the file from it on.
+	// segment, or zeros fill the file from it on, and no record with a
+	// later index that passes its CRC lies anywhere after it but behind a
+	// zeroed sector (unsynced pages written back out of order); never at or
+	// below a synced mark (record.go).
 	Torn bool
 	// Segment names the file holding the bad record; OffsetBytes is where
 	// the record's frame starts in it.
@@ -182,6 +193,8 @@ type scanResult struct {
 	// cutDropsFile says that whole file goes (its name is wrong).
 	cutSegment   int
 	cutDropsFile bool
+	// syncedMark is the highest synced mark of the records that passed.
+	syncedMark uint64
 }
 
 // scanSegments reads every segment in order and stops at the first bad
@@ -243,7 +256,7 @@ func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex 
 				e.Body.Ref = ref.payloadRef()
 			}
 			if reason != CutNone {
-				return res, res.cutRecord(fs, dir, segments, k, data, pos, f, next, reason, ref.roundLastIndex)
+				return res, res.cutRecord(fs, dir, segments, k, data, pos, f, next, reason, ref.roundLastIndex, entryRecords)
 			}
 			if next > snapshotIndex {
 				res.entries = append(res.entries, e)
@@ -251,6 +264,7 @@ func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex 
 				if isBlob {
 					res.noteUse(next, ref)
 				}
+				res.syncedMark = max(res.syncedMark, recordSyncedMark(f.data, next))
 			}
 			res.lastIndex = next
 			next++
@@ -264,7 +278,8 @@ func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex 
 // are data).
 // roundLast is, for a blob record whose payload cannot be read back, the
 // last index of the Append that wrote it (blobRef.roundLastIndex).
-func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile, k int, data []byte, pos int, f frame, index uint64, reason CutReason, roundLast uint64) error {
+// format reads the records of this log.
+func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile, k int, data []byte, pos int, f frame, index uint64, reason CutReason, roundLast uint64, format recordFormat) error {
 	assertTrue(reason != CutNone, "a cut has a reason")
 	assertTrue(index == res.lastIndex+1, "the cut follows the last valid record")
 	// A write cut short leaves a frame that runs off the end, fails its
@@ -282,6 +297,20 @@ func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile,
 	if !torn && isTail && (looksUnfinished || reason == CutBadFrame) {
 		torn = onlyJunkFollows(data, pos, f)
 	}
+	// Records after the damage are looked for at every byte: a length
+	// prefix that now runs past the end of the file hides the frames
+	// behind it.
+	laterAt, laterMark := scanLaterRecords(data, pos, index, format)
+	syncedMark := max(res.syncedMark, laterMark)
+	switch {
+	case index <= syncedMark:
+		// A later round was written after this one was synced.
+		torn = false
+	case laterAt >= 0:
+		// A record written after the damaged one reached the disk: only a
+		// sector that never got there (zeros) makes that a write cut short.
+		torn = format.syncedMarks && isTail && looksUnfinished && holeWithin(data, pos, laterAt)
+	}
 	if reason == CutBlobMissing || reason == CutBlobShort || reason == CutBlobChecksum {
 		// A round's payloads are fdatasynced beside its records, so a crash
 		// can keep records of the last round without their payloads; the
@@ -296,7 +325,7 @@ func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile,
 			lastInLog = index + uint64(n)
 		}
 		lastInLog = max(lastInLog, laterValidIndex)
-		torn = roundLast >= index && lastInLog <= roundLast
+		torn = roundLast >= index && lastInLog <= roundLast && index > syncedMark
 	}
 	res.cut = &Cut{
 		Index:          index,
@@ -362,6 +391,114 @@ func lastValidFrame(b []byte) int {
 // CRC always covers everything after it).
 func crcValid(record []byte) bool {
 	return len(record) >= recordHeaderBytes && crc32.Checksum(record[recordHeaderBytes:], castagnoli) == binary.BigEndian.Uint32(record)
+}
+
+// recordFormat reads, before its CRC is checked, what a record of one kind
+// of log claims: its index (ok false when it is too short to hold one) and
+// its synced mark (0 for none).
+type recordFormat struct {
+	indexOf      func(record []byte) (index uint64, ok bool)
+	syncedMarkOf func(record []byte, index uint64) uint64
+	// syncedMarks says the log writes synced marks: only then may a hole
+	// before later records be torn, as a mark after it would have told
+	// synced damage.
+	syncedMarks bool
+}
+
+// entryRecords are a partition log's records; nodeRecords (recordlog.go)
+// the record log's.
+var entryRecords = recordFormat{indexOf: entryRecordIndex, syncedMarkOf: recordSyncedMark, syncedMarks: true}
+
+// Where a partition log's record holds its entry's index: the entry starts
+// after the CRC (and a synced mark, and a blob record's reference); in it,
+// the magic, kind and cause bytes and the epoch come before the index
+// (core.AppendEntry).
+const entryIndexOffsetBytes = 1 + 1 + 1 + 8
+
+func entryRecordIndex(record []byte) (uint64, bool) {
+	start := recordHeaderBytes
+	if len(record) > start && record[start] == syncedMarkKind {
+		start += syncedMarkBytes
+	}
+	if len(record) <= start {
+		return 0, false
+	}
+	switch record[start] {
+	case blobRecordKind:
+		start += blobRefBytes
+	case blobRecordKindRound:
+		start += blobRefBytesRound
+	}
+	at := start + entryIndexOffsetBytes
+	if len(record) < at+8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(record[at:]), true
+}
+
+// scanLaterRecords looks at every byte after the frame start at pos in data
+// for a frame holding a record that passes its CRC and claims an index
+// after index. It returns where the first such frame starts (-1 for none)
+// and the highest synced mark such records carry, and stops once that
+// settles the cut (cutRecord): at the first one when no hole lies before
+// it, or at a mark reaching index. A claimed index beyond one record per
+// remaining byte cannot be this file's, so only plausible ones pay for a
+// CRC; after a record that passes, the scan goes on behind it, so records
+// inside its payload are never looked at.
+func scanLaterRecords(data []byte, pos int, index uint64, format recordFormat) (firstAt int, syncedMark uint64) {
+	assertTrue(pos >= 0 && pos <= len(data), "the cut is inside the file")
+	firstAt = -1
+	indexMax := index + uint64(len(data)-pos)
+	for at := pos + 1; at < len(data); {
+		f := parseFrame(data[at:])
+		claimed, ok := uint64(0), false
+		if f.ok {
+			claimed, ok = format.indexOf(f.data)
+		}
+		if !ok || claimed <= index || claimed > indexMax || !crcValid(f.data) {
+			at++
+			continue
+		}
+		if firstAt < 0 {
+			firstAt = at
+			if !format.syncedMarks || !holeWithin(data, pos, at) {
+				break
+			}
+		}
+		if syncedMark = max(syncedMark, format.syncedMarkOf(f.data, claimed)); syncedMark >= index {
+			break
+		}
+		at += f.totalBytes
+	}
+	assertTrue(firstAt < 0 || firstAt > pos, "a later record starts after the cut")
+	return firstAt, syncedMark
+}
+
+// holeSectorBytes is the smallest unit a disk writes: a page of the cache
+// that never reached it leaves zeros to a sector boundary, from one or from
+// where the durable bytes end.
+const holeSectorBytes = 512
+
+// holeWithin says whether data[from:to], from the first bad record's frame,
+// holds a sector that never reached the disk: an aligned sector of zeros
+// wholly inside, or zeros from the frame itself to the next boundary (the
+// durable bytes end at a record, and the bad record is the first after
+// them). A record's frame never starts with a zero byte (its length is not
+// 0), and holds a whole sector of zeros only in an inline payload (below
+// Options.BlobPayloadBytesMin, 256 bytes by default): that, above every
+// synced mark, is the one damage this takes for a hole.
+func holeWithin(data []byte, from, to int) bool {
+	assertTrue(from >= 0 && from <= to && to <= len(data), "the range is inside the file")
+	boundary := (from + holeSectorBytes - 1) / holeSectorBytes * holeSectorBytes
+	if boundary > from && boundary <= to && allZero(data[from:boundary]) {
+		return true
+	}
+	for s := boundary; s+holeSectorBytes <= to; s += holeSectorBytes {
+		if allZero(data[s : s+holeSectorBytes]) {
+			return true
+		}
+	}
+	return false
 }
 
 // tornJunkBytesMax is the most junk a torn write leaves at the end of a

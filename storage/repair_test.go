@@ -308,7 +308,7 @@ func TestWholeWrongRecordAtEndIsNotTorn(t *testing.T) {
 	all := writeLog(t, dir, opts, 20, 13)
 	tail := tailWithRecords(t, dir)
 	stray := atEpoch(publishEntries(999, 1, 10), all[19].Epoch)[0]
-	record := appendRecord(nil, &stray)
+	record := appendRecord(nil, &stray, 0)
 	frame := append(binary.AppendUvarint(nil, uint64(len(record))), record...)
 	f, _ := testFS.OpenAppend(filepath.Join(dir, tail.name))
 	f.Write(frame)

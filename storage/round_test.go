@@ -96,7 +96,7 @@ func TestBlobRecordWithoutRoundMark(t *testing.T) {
 	}
 	// A round mark before the record's own index is not ours.
 	marked := appendBlobRecord(nil, &core.Entry{Epoch: 1, Index: 7, Kind: core.EntryPublish, Offset: 6, Body: &core.Body{Payload: payload}},
-		blobRef{fileID: 5, offsetBytes: 100, lengthBytes: 10, crc: 1, roundLastIndex: 9}, &blobScratch{})
+		blobRef{fileID: 5, offsetBytes: 100, lengthBytes: 10, crc: 1, roundLastIndex: 9}, &blobScratch{}, 0)
 	if _, ref, _, reason := checkRecord(marked, 7, 1, false); reason != CutNone || ref.roundLastIndex != 9 {
 		t.Fatalf("marked record: %v %+v", reason, ref)
 	}

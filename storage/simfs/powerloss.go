@@ -6,8 +6,10 @@ package simfs
 //     and every directory's entries its durable entries: the page cache is
 //     gone, and what the disk holds now is durable by definition;
 //   - a file's unsynced bytes survive only as a torn prefix of an appended
-//     tail, cut at a sector boundary; any other unsynced change (a
-//     truncation, a rewrite after one) either survives whole or not at all;
+//     tail, cut at a sector boundary (with PagesOutOfOrder, also as a subset
+//     of its sectors, zeros in place of the others, ending at a kept one);
+//     any other unsynced change (a truncation, a rewrite after one) either
+//     survives whole or not at all;
 //   - a directory keeps a seeded prefix of its unsynced operations (or,
 //     with DirOpsIndependent, a seeded subset), each applied only if it
 //     still makes sense (a rename of a name whose create was lost is not);
@@ -120,6 +122,9 @@ const (
 	tearZeros          // ... then one sector of zeros (the size got there, the data did not)
 	tearGarbage        // ... then one sector of garbage
 	tearKinds
+	// tearSectors: a seeded subset of the tail's sectors, zeros in place
+	// of the others (Options.PagesOutOfOrder only).
+	tearSectors = tearKinds
 )
 
 // tearFile leaves the file with what its disk holds after the power loss.
@@ -141,7 +146,11 @@ func (fs *FS) tearFile(ino *inode) {
 		ino.dirty = false
 		return
 	}
-	kind := fs.pick(tearKinds)
+	kinds := tearKinds
+	if fs.opts.PagesOutOfOrder {
+		kinds++
+	}
+	kind := fs.pick(kinds)
 	if kind == tearDropAll {
 		fs.counters.FilesLostBytes++
 		ino.loseDirty()
@@ -150,6 +159,10 @@ func (fs *FS) tearFile(ino *inode) {
 	sector := sectorSmallBytes
 	if fs.pick(2) == 1 {
 		sector = sectorLargeBytes
+	}
+	if kind == tearSectors {
+		fs.tearSectors(ino, sector)
+		return
 	}
 	// Boundaries past the durable end, up to the volatile end (which
 	// counts as one: the whole tail made it).
@@ -180,6 +193,38 @@ func (fs *FS) tearFile(ino *inode) {
 		fs.counters.TornTails++
 	}
 	assertTrue(len(kept) >= durableBytes && len(kept) <= len(ino.data), "a torn tail lies between the durable and the volatile end")
+	ino.durable = kept
+	ino.data = append([]byte(nil), kept...)
+	ino.dirty = false
+}
+
+// tearSectors keeps a seeded subset of the sectors of ino's unsynced
+// appended tail (by file offset: the first may be partial, from the durable
+// end), with zeros in place of the others; the file ends at the last sector
+// kept.
+func (fs *FS) tearSectors(ino *inode, sector int) {
+	durableBytes := len(ino.durable)
+	kept := append([]byte(nil), ino.durable...)
+	hole := false
+	for from := durableBytes; from < len(ino.data); {
+		to := min((from/sector+1)*sector, len(ino.data))
+		if fs.pick(2) == 1 {
+			hole = hole || len(kept) < from
+			kept = append(kept, make([]byte, from-len(kept))...)
+			kept = append(kept, ino.data[from:to]...)
+		}
+		from = to
+	}
+	if len(kept) < len(ino.data) {
+		fs.counters.FilesLostBytes++
+	}
+	if len(kept) > durableBytes && len(kept) < len(ino.data) || hole {
+		fs.counters.TornTails++
+	}
+	if hole {
+		fs.counters.TornHoles++
+	}
+	assertTrue(len(kept) >= durableBytes && len(kept) <= len(ino.data), "the kept sectors lie between the durable and the volatile end")
 	ino.durable = kept
 	ino.data = append([]byte(nil), kept...)
 	ino.dirty = false

@@ -64,6 +64,12 @@ type Options struct {
 	// of them surviving in order. Harsher than ext4 or XFS, and allowed by
 	// POSIX.
 	DirOpsIndependent bool
+	// PagesOutOfOrder: at a power loss, an unsynced appended tail may also
+	// come back as a seeded subset of its sectors, the others zeros up to
+	// the last one kept (the kernel writes dirty pages back in any order,
+	// and the file's size may cover pages that never got there). Without
+	// it a torn tail is always a prefix.
+	PagesOutOfOrder bool
 }
 
 // Counters count what happened, per kind (sweep figures, tests).
@@ -77,8 +83,11 @@ type Counters struct {
 	// of them with a zeroed or garbage last sector; files that lost
 	// unsynced bytes; directory operations kept and dropped.
 	TornTails, TornZeros, TornGarbage uint64
-	FilesLostBytes                    uint64
-	DirOpsKept, DirOpsDropped         uint64
+	// TornHoles counts torn tails kept as a subset of their sectors
+	// (Options.PagesOutOfOrder) with a zeroed sector before a kept one.
+	TornHoles                 uint64
+	FilesLostBytes            uint64
+	DirOpsKept, DirOpsDropped uint64
 }
 
 // Sector sizes a torn write is cut at.
