@@ -81,6 +81,11 @@ type Session struct {
 	authGen uint64
 	auth    authWait
 	early   earlyConn
+	// newestConn is the newest connection the session heard of (attached,
+	// framed or reported closed). The driver mints ConnIDs in accept order,
+	// and a client resumes on a newer connection, so anything at or below
+	// it that is not attached (or in early) is stale and ignored.
+	newestConn ConnID
 
 	// Lifecycle. nowMs is the current step's time.
 	nowMs    int64
@@ -323,6 +328,10 @@ func (s *Session) checkLifecycle() error {
 		return fmt.Errorf("session %d: frames wait for no password check", id)
 	case len(s.auth.frames) > authWaitingFramesMax || s.auth.bytes > authWaitingBytesMax:
 		return fmt.Errorf("session %d: too many frames wait for the password check", id)
+	case s.conn > s.newestConn || s.early.conn > s.newestConn:
+		return fmt.Errorf("session %d: connection %d (early %d) newer than the newest seen %d", id, s.conn, s.early.conn, s.newestConn)
+	case s.early.conn != 0 && (s.early.conn == s.conn || s.early.conn != s.newestConn):
+		return fmt.Errorf("session %d: early connection %d is attached or not the newest (%d)", id, s.early.conn, s.newestConn)
 	case s.heldBytes < 0 || s.heldBytes > s.cfg.OutboxBytesMax:
 		return fmt.Errorf("session %d: held delivery bytes %d out of bounds", id, s.heldBytes)
 	}

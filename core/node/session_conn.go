@@ -5,6 +5,9 @@ package node
 //   - frames go out only to the attached connection, and only before the
 //     session closed it: closing detaches at once (the driver's ConnClosed
 //     for it is then stale and ignored);
+//   - connection ids only grow: a frame, close or Attach for a connection
+//     at or below newestConn that is neither attached nor the early one is
+//     stale and ignored (an Attach of one is closed unanswered);
 //   - pushes wait in gated until the gate opens; replies never wait;
 //   - an attachment's queued bytes are forgotten with it (the driver drops
 //     a closed connection's outbox);
@@ -21,8 +24,9 @@ import (
 // Attach in one Ready, but the driver delivers frames and envelopes on
 // different paths (the simulator delays envelopes on purpose), so a
 // client's AUTH can overtake its own HELLO_OK's Attach. Only one such
-// connection is remembered: a newer one replaces it, since an Attach can
-// name only the newest.
+// connection is remembered, the newest the session heard of: a newer one
+// replaces it, and reports about older ones are stale (Session.newestConn),
+// so a stale close can never take the slot a newer connection needs.
 type earlyConn struct {
 	conn   ConnID
 	frames []heldFrame
@@ -54,6 +58,11 @@ func (s *Session) onAttach(now int64, m *Attach) {
 		s.attachClosed()
 		return
 	}
+	if m.Conn <= s.newestConn && m.Conn != s.early.conn {
+		s.attachStale(m.Conn)
+		return
+	}
+	s.newestConn = m.Conn
 	if s.conn != 0 {
 		// A resume replaces the socket: the old one is closed, and its
 		// queued replies answer requests the new one never made.
@@ -95,6 +104,19 @@ func (s *Session) attachClosed() {
 	}
 }
 
+// attachStale handles an Attach for a connection older than one the
+// session already heard of (two resumes with one identity; the newer won
+// the race): it is closed unanswered, and the session keeps its state.
+func (s *Session) attachStale(conn ConnID) {
+	sessionAssert(conn != s.conn, "the attached connection is never stale")
+	sessionAssert(s.newestConn > 0, "a stale connection needs a newer one")
+	s.flushSegment()
+	s.rd.Close = append(s.rd.Close, conn)
+	if s.conn == 0 && !s.dormant {
+		s.end() // never attached at all: nobody waits for this session
+	}
+}
+
 // replayEarly handles frames that arrived for conn before its Attach.
 func (s *Session) replayEarly(now int64, conn ConnID) {
 	early := s.early
@@ -116,7 +138,11 @@ func (s *Session) replayEarly(now int64, conn ConnID) {
 
 // keepEarly keeps a frame for a connection not attached yet.
 func (s *Session) keepEarly(in *Frame) {
-	if s.early.conn != in.Conn {
+	if in.Conn <= s.newestConn && in.Conn != s.early.conn {
+		return // stale: a connection the session closed, replaced or passed over
+	}
+	if in.Conn > s.newestConn {
+		s.newestConn = in.Conn
 		s.early = earlyConn{conn: in.Conn}
 	}
 	e := &s.early
@@ -132,14 +158,20 @@ func (s *Session) onConnClosed(now int64, conn ConnID) {
 	if s.ended {
 		return
 	}
-	if conn != s.conn {
-		// Not the attached connection: one the session closed or replaced
-		// itself (stale report), or one whose Attach is still on its way
-		// (remember it, so that the Attach sends nothing on it).
-		if conn != 0 && (s.early.conn == conn || s.early.conn == 0) {
-			s.early.conn, s.early.closed = conn, true
+	if conn != s.conn || conn == 0 {
+		// Not the attached connection: one whose Attach is still on its
+		// way (newer than any seen, or the early one: remember the close,
+		// so that the Attach sends nothing on it), or one the session
+		// closed or replaced itself (a stale report, ignored: it must not
+		// take the early slot from a newer connection).
+		switch {
+		case conn > s.newestConn:
+			s.newestConn = conn
+			s.early = earlyConn{conn: conn, closed: true}
+		case conn == s.early.conn && conn != 0:
+			s.early.closed = true
 		}
-		return // a connection the session already closed or replaced
+		return
 	}
 	s.forgetConn()
 	s.afterTransportLoss(now)

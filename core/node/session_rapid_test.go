@@ -40,6 +40,7 @@ func TestSessionAgainstModel(t *testing.T) {
 				"close":      m.actClose,
 				"frame":      m.actFrame,
 				"staleFrame": m.actStaleFrame,
+				"staleClose": m.actStaleClose,
 				"authAnswer": m.actAuthAnswer,
 				"tick":       m.actTick,
 				"written":    m.actWritten,
@@ -58,7 +59,7 @@ func TestSessionAgainstModel(t *testing.T) {
 		// indexes more often than large ones, so the common actions come
 		// first and the disruptive ones last.
 		names := []string{"frame", "partStep", "nodeStep", "authAnswer", "written", "deliver", "frame", "partStep", "nodeStep",
-			"tick", "frame", "deliver", "written", "partStep", "attach", "frame", "tick", "lease", "staleFrame", "close", "ghost",
+			"tick", "frame", "deliver", "written", "partStep", "attach", "frame", "tick", "lease", "staleFrame", "staleClose", "close", "ghost",
 			"subEnded", "deliver", "shutdown"}
 		steps := rapid.IntRange(200, 700).Draw(t, "steps")
 		sessions := 1
@@ -273,11 +274,21 @@ func (m *sessModel) actAttach(t *rapid.T) {
 	m.conns[conn] = &sessModelConn{helloAtMs: m.h.now, outstanding: map[uint64]wire.Opcode{1: wire.OpHello}}
 	ended := m.h.ended
 	old := m.attached
-	// The client's first frames may overtake the Attach envelope.
+	// The client's first frames may overtake the Attach envelope, and so
+	// may the driver's report that the peer closed it: then nothing may
+	// be sent on it and the session keeps what it had.
 	if !ended && sessChance(t, "early", 25) {
 		m.sendFrame(conn, wire.OpPing, wire.Ping{})
 	}
-	if !ended {
+	// (Not the first: a session that never had a connection just ends.)
+	earlyClosed := !ended && conn > 1 && sessChance(t, "earlyClosed", 8)
+	if earlyClosed {
+		m.h.closed[conn] = true
+		m.step(&ConnClosed{NowMs: m.h.now, Conn: conn})
+		ended = m.h.ended
+	}
+	wasDormant := m.h.s.dormant
+	if !ended && !earlyClosed {
 		m.attached = conn
 	}
 	m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: NodeAddr(), To: SessionAddr(sessTestID),
@@ -289,9 +300,30 @@ func (m *sessModel) actAttach(t *rapid.T) {
 		return
 	}
 	delete(m.conns[conn].outstanding, 1)
+	if earlyClosed {
+		if m.h.s.conn == conn || (wasDormant && !m.h.s.dormant && !m.h.ended) {
+			t.Fatalf("the session attached connection %d after its close (dormant before %v, after %v)", conn, wasDormant, m.h.s.dormant)
+		}
+		return
+	}
 	if old != 0 && !m.h.closed[old] {
 		t.Fatal("a resume left the previous connection open")
 	}
+}
+
+// actStaleClose reports the close of a connection that is not attached
+// (one the session closed or replaced itself: the driver's report comes
+// later): the session ignores it, and it must not hide the close of a
+// newer connection that overtakes its Attach (actAttach's earlyClosed).
+func (m *sessModel) actStaleClose(t *rapid.T) {
+	if m.nextConn < 1 {
+		return
+	}
+	conn := ConnID(rapid.IntRange(1, int(m.nextConn)).Draw(t, "staleConn"))
+	if conn == m.attached && !m.h.closed[conn] {
+		return
+	}
+	m.step(&ConnClosed{NowMs: m.h.now, Conn: conn})
 }
 
 func (m *sessModel) actClose(t *rapid.T) {

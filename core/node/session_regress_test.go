@@ -32,3 +32,56 @@ func TestSessionDoneConfirmLeavesPendingWithItsAttachment(t *testing.T) {
 		t.Fatalf("pending holds %d entries after both publishes were answered and their attachment is gone: %+v", n, h.s.pending)
 	}
 }
+
+// A stale ConnClosed (for a connection the session closed itself) must not
+// take the place of a newer connection's close that overtook its Attach:
+// before the fix the session attached the dead connection, cleared its
+// grace and unpaused its subscriptions (auto-ack deliveries into nothing).
+func TestSessionEarlyCloseNotLostBehindAStaleOne(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	q := qid("q", 0)
+	h.subscribe(1, q, 4, true) // auto-ack
+	// The heartbeat cut: the session closes connection 1 itself.
+	for i := 0; i < 5 && !h.s.dormant; i++ {
+		h.tick(h.cfg.HeartbeatIntervalMs)
+	}
+	if !h.s.dormant {
+		t.Fatal("not dormant after silence")
+	}
+	h.takeOut()
+	h.step(&ConnClosed{NowMs: h.now, Conn: 1}) // the driver's stale report of that close
+	// Connection 2 closes before its Attach reaches the session (the
+	// harness fails any frame sent to it).
+	h.connClosed(2)
+	h.deliver(&Attach{Conn: 2, Loopback: true, HelloRequestID: 1, Outcome: wire.ResumeResumed})
+	if h.s.conn == 2 || !h.s.dormant {
+		t.Errorf("session attached connection 2, which the driver already reported closed (dormant=%v)", h.s.dormant)
+	}
+	for _, r := range h.takeRequests(q) {
+		if p, ok := r.Input.(*core.PauseSubscription); ok && !p.Paused {
+			t.Errorf("subscription unpaused for a dead connection: auto-ack deliveries would be settled into it")
+		}
+	}
+	// The next connection attaches normally.
+	h.attach(3, wire.ResumeResumed)
+	if h.s.conn != 3 || h.s.dormant {
+		t.Fatalf("connection 3 not attached (conn %d, dormant %v)", h.s.conn, h.s.dormant)
+	}
+}
+
+// An Attach for a connection older than one the session already heard of
+// (a second resume with the same identity that lost the race) is closed,
+// and never sent anything.
+func TestSessionAttachOfAnOlderConnectionIsClosed(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	h.connClosed(1)                      // dormant
+	h.frame(3, wire.OpPing, wire.Ping{}) // conn 3's frame overtakes its Attach
+	rd := h.deliver(&Attach{Conn: 2, Loopback: true, HelloRequestID: 1, Outcome: wire.ResumeResumed})
+	if len(rd.Close) != 1 || rd.Close[0] != 2 || len(h.takeFrames(2)) != 0 || h.s.conn != 0 {
+		t.Fatalf("older connection 2: closes %v, attached %d", rd.Close, h.s.conn)
+	}
+	h.attach(3, wire.ResumeResumed)
+	h.expect(3, wire.OpPong) // the early PING, answered after HELLO_OK
+}
