@@ -300,6 +300,10 @@ func (s *Session) CheckInvariants() error {
 		if op.gen > s.gen {
 			return fmt.Errorf("session %d: token %d belongs to a future attachment", s.init.ID, token)
 		}
+		// One whose subscription is gone only waits to be handed back.
+		if (op.kind == opSubscribe || op.kind == opRestore) && s.subsByID[op.subID] != nil && (op.gen != s.gen || s.conn == 0) {
+			return fmt.Errorf("session %d: subscribe token %d outlived its attachment", s.init.ID, token)
+		}
 	}
 	return nil
 }
@@ -358,6 +362,9 @@ func (s *Session) checkSubscriptions() error {
 		}
 		if s.conn != 0 && s.gateOpen && sub.announced && len(sub.held) != 0 {
 			return fmt.Errorf("session %d: subscription %d holds deliveries it could send", id, sub.id)
+		}
+		if !sub.announced && s.conn == 0 {
+			return fmt.Errorf("session %d: subscription %d unannounced with its attachment gone (a ghost)", id, sub.id)
 		}
 		if sub.paused && !s.dormant {
 			return fmt.Errorf("session %d: subscription %d paused while attached", id, sub.id)

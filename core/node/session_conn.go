@@ -214,8 +214,10 @@ func (s *Session) closeConn() {
 
 // forgetConn drops everything that belonged to the attachment: the driver
 // drops a closed connection's outbox, so the session's count of its bytes
-// and its held pushes (PINGs, a GOING_AWAY) go too. Held deliveries stay:
-// they belong to the session and go to the next attachment.
+// and its held pushes (PINGs, a GOING_AWAY) go too, and so do the confirm
+// order and the subscriptions it was never told about. Held deliveries of
+// announced subscriptions stay: they belong to the session and go to the
+// next attachment.
 func (s *Session) forgetConn() {
 	s.conn = 0
 	s.gated = s.gated[:0]
@@ -224,6 +226,7 @@ func (s *Session) forgetConn() {
 	s.gateTimerMs, s.authTimerMs, s.pingTimerMs, s.lastRecvMs = 0, 0, 0, 0
 	s.auth = authWait{}
 	s.dropConfirms()
+	s.dropUnannounced()
 }
 
 // end unsubscribes everything (the partitions requeue at once) and tells

@@ -92,8 +92,9 @@ type sessModel struct {
 	draining bool
 	nodeQ    []Message
 	parts    map[core.QueueID]*sessModelPartition
-	// announced: sub ids the client was told (SUBSCRIBE_OK, RECONCILE_RESULT),
-	// or whose answer the session could not give (the asker was gone).
+	// announced: sub ids the client was told (SUBSCRIBE_OK, RECONCILE_RESULT).
+	// A subscription whose answer could not reach its asker (the connection
+	// went) must never deliver: no ghost ids, even across a resume.
 	announced map[uint64]bool
 	opened    map[core.QueueID]bool
 	nextTag   uint64
@@ -152,9 +153,6 @@ func newSessModel(t *rapid.T) *sessModel {
 // step feeds one input and checks everything it produced.
 func (m *sessModel) step(in Input) {
 	sessModelSteps++
-	for token := range m.h.s.pending {
-		m.markUnannounceable(token)
-	}
 	wasDormant, wasAttached := m.h.s.dormant, m.h.s.conn != 0
 	m.h.step(in)
 	if wasAttached && m.h.s.dormant {
@@ -645,22 +643,6 @@ func (m *sessModel) actShutdown(t *rapid.T) {
 	m.draining = true
 	m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: NodeAddr(), To: SessionAddr(sessTestID),
 		Msg: &ShuttingDown{GraceMs: 100, Message: "drain"}}})
-}
-
-// markUnannounceable: a subscribe (or restore) answered while its asker is
-// gone can never be announced to it; deliveries may still reach the new
-// connection (which drops them and reconciles).
-func (m *sessModel) markUnannounceable(token uint64) {
-	op, ok := m.h.s.pending[token]
-	if !ok || (op.gen == m.h.s.gen && m.h.s.conn != 0) {
-		return
-	}
-	m.announced[op.subID] = true
-	if op.recon != nil {
-		for _, sub := range op.recon.restored {
-			m.announced[sub.id] = true
-		}
-	}
 }
 
 // sessChance draws an event of about pct percent. rapid favours small values

@@ -85,3 +85,58 @@ func TestSessionAttachOfAnOlderConnectionIsClosed(t *testing.T) {
 	h.attach(3, wire.ResumeResumed)
 	h.expect(3, wire.OpPong) // the early PING, answered after HELLO_OK
 }
+
+// A SUBSCRIBE whose SUBSCRIBE_OK is lost with its connection must not stay
+// registered: before the fix its deliveries went out after the resume
+// under a sub id the client never learned (auto-ack: settled and lost),
+// and the client's retry got 409 for ever.
+func TestSessionSubscribeLostWithItsConnectionLeavesNoGhost(t *testing.T) {
+	for _, answerFirst := range []bool{true, false} {
+		h := newSessHarness(t, nil)
+		h.ready(1)
+		q := qid("q", 0)
+		h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "q", Prefetch: 1, AutoAck: true})
+		h.takeOpen(q, 1, nil)
+		req := h.takeRequest(q)
+		subID := req.Input.(*core.Subscribe).SubID
+		h.connClosed(1) // dormant; SUBSCRIBE_OK never sent
+		if answerFirst {
+			h.fromPartition(q, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplySubscribed}})
+			h.fromPartition(q, &Deliveries{Queue: q, SubID: subID, Items: []core.Delivery{{SubID: subID, Tag: 5, Offset: 1, Body: sessBody("m")}}})
+		}
+		h.attach(2, wire.ResumeResumed)
+		h.auth(2)
+		id := h.frame(2, wire.OpSubscribe, wire.Subscribe{Topic: "q", Prefetch: 1, AutoAck: true})
+		if !answerFirst {
+			h.fromPartition(q, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplySubscribed}})
+		}
+		var unsubscribed bool
+		var retry *Request
+		for _, r := range h.takeRequests(q) {
+			switch in := r.Input.(type) {
+			case *core.Unsubscribe:
+				unsubscribed = unsubscribed || in.SubID == subID
+			case *core.Subscribe:
+				retry = r
+			}
+		}
+		if !unsubscribed {
+			t.Errorf("answerFirst=%v: the lost subscription %d was not handed back", answerFirst, subID)
+		}
+		for _, f := range h.takeFrames(2) {
+			switch f.hdr.Opcode {
+			case wire.OpSubscribeErr:
+				t.Errorf("answerFirst=%v: retried SUBSCRIBE (req %d) refused: %+v", answerFirst, id, f.body)
+			case wire.OpDeliver:
+				t.Errorf("answerFirst=%v: DELIVER for sub %d, which this client was never told about", answerFirst, f.body.(wire.Deliver).SubID)
+			}
+		}
+		if retry == nil {
+			t.Fatalf("answerFirst=%v: the retried SUBSCRIBE did not reach the partition", answerFirst)
+		}
+		h.fromPartition(q, &Response{Token: retry.Token, Reply: core.Reply{Kind: core.ReplySubscribed}})
+		if ok := h.expect(2, wire.OpSubscribeOk).body.(wire.SubscribeOk); ok.SubID == subID {
+			t.Fatalf("answerFirst=%v: the retry reuses the lost sub id", answerFirst)
+		}
+	}
+}

@@ -9,6 +9,8 @@ package node
 //   - a delivery is encoded only for an announced subscription of an
 //     attached session with an open gate; otherwise it is held, and a
 //     manual-ack subscription holds at most max(prefetch, 1);
+//   - a subscription is unannounced only while the attachment that asked
+//     for it is attached: it is dropped (and unsubscribed) with it;
 //   - a delivery for a subscription the session does not have is handed
 //     back at once (Unsubscribe), so the partition requeues it instead of
 //     letting its lease burn a retry (the ghost-subscription defect).
@@ -71,6 +73,7 @@ type sessionSub struct {
 	active        bool // the partition accepted it
 	announced     bool // SUBSCRIBE_OK or RECONCILE_RESULT went out: deliveries may follow
 	paused        bool
+	token         uint64 // its Subscribe's (or restore's) token in pending, until answered
 	held          []core.Delivery
 }
 
@@ -265,6 +268,9 @@ func (s *Session) onSubscribed(op pendingOp) {
 		s.replyError(op.gen, wire.OpSubscribeErr, op.requestID, wire.CodeInternal, msgSubscriptionGone)
 		return
 	}
+	// Only the asking attachment can learn of it: when that attachment
+	// went, forgetConn dropped the subscription and its token.
+	sessionAssert(op.gen == s.gen && s.conn != 0, "a subscribe answered after its attachment went")
 	// Active: the partition knows it, so the end must unsubscribe it.
 	sub.active = true
 	if op.kind == opRestore {
@@ -468,6 +474,35 @@ func (s *Session) dropSub(sub *sessionSub) {
 	sub.held = nil
 	delete(s.subs, sub.key)
 	delete(s.subsByID, sub.id)
+}
+
+// dropUnannounced ends the subscriptions the current attachment asked for
+// and was not told about yet (SUBSCRIBE_OK or RECONCILE_RESULT pending):
+// the attachment is going, and nobody else can learn their sub ids, so
+// kept they would be ghosts (deliveries under an unknown id, a retried
+// SUBSCRIBE refused with 409). Their answers will find no token; what the
+// partition already delivered to them is handed back with the
+// Unsubscribe (auto-ack ones are settled: the client never had them).
+func (s *Session) dropUnannounced() {
+	if len(s.subs) == 0 {
+		return
+	}
+	skeleton := false
+	for _, key := range sortedSubKeys(s.subs) {
+		sub := s.subs[key]
+		if sub.announced {
+			continue
+		}
+		if op, ok := s.pending[sub.token]; ok && op.subID == sub.id {
+			sessionAssert(op.gen == s.gen, "an unannounced subscription of an older attachment")
+			delete(s.pending, sub.token)
+		}
+		skeleton = skeleton || sub.active
+		s.unsubscribe(sub) // behind its Subscribe (FIFO per pair, or behind the Open)
+	}
+	if skeleton {
+		s.skeletonChanged() // a restored one was active, so in the skeleton
+	}
 }
 
 // pauseSubscriptions stops (or restarts) new deliveries to every
