@@ -16,7 +16,10 @@ package node
 //     within Config.OutboxBytesMax: past it the connection is cut;
 //   - deliveries held (dormant, gate closed, subscription not yet announced)
 //     are bounded by the subscription's prefetch for manual-ack
-//     subscriptions, and by OutboxBytesMax in bytes overall;
+//     subscriptions, and overall by OutboxBytesMax in bytes and by
+//     heldDeliveriesMax in count;
+//   - subscriptions are paused from the transport's loss until the next
+//     attachment's gate opens, never behind an open gate;
 //   - every map and queue has a named bound (constants below or Config).
 
 import (
@@ -58,6 +61,11 @@ const (
 	// it, opened partitions without a subscription are forgotten (the next
 	// use opens them again).
 	opensMax = 4096
+	// heldDeliveriesMax bounds the deliveries a session holds (dormant,
+	// gate closed, not yet announced), all subscriptions together: an
+	// empty payload counts no bytes, so the byte bound alone would let an
+	// auto-ack subscription hold any number; past it the session ends.
+	heldDeliveriesMax = 1 << 16
 	// textPayloadNumberMax bounds u64 wire fields that become int64 deadlines
 	// or durations (ttl_ms, not_before, default TTL).
 	textPayloadNumberMax = 1 << 62
@@ -111,8 +119,10 @@ type Session struct {
 	subs     map[subKey]*sessionSub
 	subsByID map[uint64]*sessionSub
 	subSeq   uint64
-	// heldBytes counts payload bytes of held deliveries (all subscriptions).
+	// heldBytes counts payload bytes of held deliveries (all subscriptions),
+	// heldCount the deliveries.
 	heldBytes int
+	heldCount int
 
 	// Partitions and correlation.
 	opens     map[core.QueueID]*partitionOpen
@@ -349,7 +359,7 @@ func (s *Session) checkSubscriptions() error {
 	if len(s.subs) != len(s.subsByID) || len(s.subs) > s.cfg.SubscriptionsPerSessionMax {
 		return fmt.Errorf("session %d: %d subscriptions by key, %d by id", id, len(s.subs), len(s.subsByID))
 	}
-	heldBytes := 0
+	heldBytes, heldCount := 0, 0
 	for key, sub := range s.subs {
 		if sub.key != key || s.subsByID[sub.id] != sub {
 			return fmt.Errorf("session %d: subscription %d indexed inconsistently", id, sub.id)
@@ -366,15 +376,19 @@ func (s *Session) checkSubscriptions() error {
 		if !sub.announced && s.conn == 0 {
 			return fmt.Errorf("session %d: subscription %d unannounced with its attachment gone (a ghost)", id, sub.id)
 		}
-		if sub.paused && !s.dormant {
-			return fmt.Errorf("session %d: subscription %d paused while attached", id, sub.id)
+		if sub.paused && s.conn != 0 && s.gateOpen {
+			return fmt.Errorf("session %d: subscription %d paused behind an open gate", id, sub.id)
 		}
 		for i := range sub.held {
 			heldBytes += len(sub.held[i].Body.Payload)
 		}
+		heldCount += len(sub.held)
 	}
-	if heldBytes != s.heldBytes {
-		return fmt.Errorf("session %d: held bytes %d, counted %d", id, s.heldBytes, heldBytes)
+	if heldBytes != s.heldBytes || heldCount != s.heldCount {
+		return fmt.Errorf("session %d: held bytes %d, counted %d; held deliveries %d, counted %d", id, s.heldBytes, heldBytes, s.heldCount, heldCount)
+	}
+	if s.heldCount > heldDeliveriesMax {
+		return fmt.Errorf("session %d: %d held deliveries, over their bound", id, s.heldCount)
 	}
 	return nil
 }

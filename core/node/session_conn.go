@@ -87,9 +87,9 @@ func (s *Session) onAttach(now int64, m *Attach) {
 		ResumeToken: s.init.Token, ResumeOutcome: m.Outcome, ServerName: s.cfg.ServerName,
 		Compliance: wire.ComplianceMarker,
 	})
-	// Deliveries may flow again; those held while dormant wait for the
-	// gate, so HELLO_OK (and the reconcile) come first.
-	s.resumeSubscriptions()
+	// Subscriptions stay paused until the gate opens (openGate): what
+	// arrives before could not be sent, and an auto-ack subscription would
+	// only pile up held deliveries; HELLO_OK (and the reconcile) go first.
 	s.replayEarly(now, m.Conn)
 }
 
@@ -377,8 +377,11 @@ func (s *Session) nextServerReqID() uint64 {
 // emit encodes one frame into the step's buffer for conn. The buffer is
 // reused across steps (the Ready is valid until the next Step), so the
 // deliver and confirm paths allocate nothing per frame; consecutive frames
-// for one connection form one Send (one write for many frames).
-func (s *Session) emit(conn ConnID, op wire.Opcode, requestID uint64, body wire.Body) {
+// for one connection form one Send (one write for many frames). A frame
+// that does not fit the outbox bound is taken back out and the connection
+// is cut; emit reports whether the frame went out (a delivery that did not
+// stays held for the next attachment).
+func (s *Session) emit(conn ConnID, op wire.Opcode, requestID uint64, body wire.Body) bool {
 	sessionAssert(conn == s.conn && conn != 0, "a frame for a connection that is not attached")
 	if s.sendConn != conn {
 		s.flushSegment()
@@ -386,8 +389,17 @@ func (s *Session) emit(conn ConnID, op wire.Opcode, requestID uint64, body wire.
 	}
 	before := len(s.buf)
 	s.buf = wire.AppendBodyFrame(s.buf, op, requestID, body)
+	if s.unwrittenBytes+len(s.gated)+len(s.buf)-before > s.cfg.OutboxBytesMax {
+		// Only this frame goes: the ones before it fit, and what they
+		// carry (deliveries already off held) must still reach the socket
+		// the driver flushes before closing it.
+		s.buf = s.buf[:before]
+		s.cutSlowConn()
+		return false
+	}
 	s.unwrittenBytes += len(s.buf) - before
-	s.checkOutbox()
+	sessionAssert(s.unwrittenBytes+len(s.gated) <= s.cfg.OutboxBytesMax, "the outbox outgrew its bound")
+	return true
 }
 
 // emitRaw appends already encoded frames (released pushes).
@@ -418,11 +430,14 @@ func (s *Session) checkOutbox() {
 	if s.unwrittenBytes+len(s.gated) <= s.cfg.OutboxBytesMax {
 		return
 	}
-	// The frames past the bound are already in the step's buffer; drop
-	// them, the driver closes the connection anyway.
-	if s.sendConn == s.conn && len(s.buf) > s.sendStart {
-		s.buf = s.buf[:s.sendStart]
-	}
+	s.cutSlowConn() // the held pushes go with the attachment
+}
+
+// cutSlowConn closes the attached connection for a reader too slow for
+// the outbox bound. Frames already in the step's buffer stay: each fit,
+// and the driver flushes them before it closes the connection.
+func (s *Session) cutSlowConn() {
+	sessionAssert(s.conn != 0, "cutting no connection")
 	s.closeConn()
 	s.afterTransportLoss(s.nowMs)
 }
@@ -449,5 +464,7 @@ func (s *Session) openGate() {
 		s.emitRaw(s.gated)
 		s.gated = s.gated[:0]
 	}
+	// Deliveries may flow again (paused since the transport was lost).
+	s.resumeSubscriptions()
 	s.flushHeld()
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"maps"
 	"slices"
 	"testing"
 
@@ -100,6 +101,10 @@ type sessModel struct {
 	nextTag   uint64
 	// lostAtMs: when the session last lost its transport (0: attached).
 	lostAtMs int64
+	// autoTags: auto-ack deliveries handed to the session and not yet seen
+	// in a DELIVER (tag -> sub id): settled at the partition, so each must
+	// be sent or still held while its subscription lives.
+	autoTags map[uint64]uint64
 }
 
 type sessModelConn struct {
@@ -130,14 +135,21 @@ func newSessModel(t *rapid.T) *sessModel {
 	if sessChance(t, "noGrace", 12) {
 		grace = 0
 	}
+	// A small outbox (one largest frame): held deliveries near the held
+	// byte bound no longer fit it with their frame headers, so releasing
+	// them at a resume reaches the outbox bound mid-way.
+	outboxBytes := 1 << 20
+	if sessChance(t, "smallOutbox", 20) {
+		outboxBytes = 64 << 10
+	}
 	h := newSessHarness(t, func(c *Config) {
 		c.ReconnectGraceMs = grace
-		c.OutboxBytesMax = 1 << 20
+		c.OutboxBytesMax = outboxBytes
 		c.FramePayloadBytesMax = 64 << 10
 		c.SubscriptionsPerSessionMax = 3
 	})
 	m := &sessModel{h: h, t: t, conns: map[ConnID]*sessModelConn{}, parts: map[core.QueueID]*sessModelPartition{},
-		announced: map[uint64]bool{}, opened: map[core.QueueID]bool{}}
+		announced: map[uint64]bool{}, opened: map[core.QueueID]bool{}, autoTags: map[uint64]uint64{}}
 	for _, q := range sessModelQueues {
 		m.parts[q] = &sessModelPartition{subs: map[uint64]*sessModelSub{}}
 	}
@@ -158,20 +170,72 @@ func (m *sessModel) step(in Input) {
 	if wasAttached && m.h.s.dormant {
 		m.lostAtMs = m.h.now
 	}
-	if wasDormant && m.h.ended && m.h.now < m.lostAtMs+m.h.cfg.ReconnectGraceMs {
+	// Only the held bounds may end a dormant session early (a delivery that
+	// does not fit them).
+	if wasDormant && m.h.ended && m.h.now < m.lostAtMs+m.h.cfg.ReconnectGraceMs && !sessIsDeliveries(in) {
 		m.t.Fatalf("a dormant session ended %d ms into a %d ms grace", m.h.now-m.lostAtMs, m.h.cfg.ReconnectGraceMs)
 	}
-	m.routeOut()
+	gateOpen := m.h.s.conn != 0 && m.h.s.gateOpen
+	m.routeOut(gateOpen)
 	m.checkFrames()
 	m.checkDormantPaused()
+	m.checkAutoAckKept()
 }
 
-// routeOut moves the session's envelopes into the model inboxes.
-func (m *sessModel) routeOut() {
+func sessIsDeliveries(in Input) bool {
+	d, ok := in.(*Deliver)
+	if !ok {
+		return false
+	}
+	_, ok = d.Envelope.Msg.(*Deliveries)
+	return ok
+}
+
+// checkAutoAckKept: an auto-ack delivery is never dropped while its
+// subscription lives (it is sent, or held for the next attachment).
+func (m *sessModel) checkAutoAckKept() {
+	for _, tag := range sessSortedKeys(m.autoTags) {
+		sub := m.h.s.subsByID[m.autoTags[tag]]
+		if sub == nil {
+			delete(m.autoTags, tag) // gone with its subscription
+			continue
+		}
+		if !slices.ContainsFunc(sub.held, func(d core.Delivery) bool { return d.Tag == tag }) {
+			m.t.Fatalf("auto-ack delivery %d of sub %d neither sent nor held: lost", tag, sub.id)
+		}
+	}
+}
+
+func sessSortedKeys(m map[uint64]uint64) []uint64 {
+	keys := make([]uint64, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// routeOut moves the session's envelopes into the model inboxes;
+// gateOpen says whether the step left an attachment with an open gate.
+func (m *sessModel) routeOut(gateOpen bool) {
+	// Deliveries restart only once they can be sent: before, an auto-ack
+	// subscription would just pile them up held. (A step may unpause and
+	// pause again: the gate opened, then the outbox bound cut.)
+	lastPause := map[uint64]bool{}
+	defer func() {
+		for _, id := range slices.Sorted(maps.Keys(lastPause)) {
+			if !lastPause[id] && !gateOpen {
+				m.t.Fatalf("sub %d unpaused behind a closed gate", id)
+			}
+		}
+	}()
 	for _, env := range m.h.takeOut() {
 		switch msg := env.Msg.(type) {
 		case *Request:
 			q := env.To.Queue
+			if p, ok := msg.Input.(*core.PauseSubscription); ok {
+				lastPause[p.SubID] = p.Paused
+			}
 			p := m.parts[q]
 			if p == nil {
 				m.t.Fatalf("request to unknown partition %v", q)
@@ -216,6 +280,7 @@ func (m *sessModel) checkFrame(c *sessModelConn, f sessFrame) {
 		}
 		if op == wire.OpDeliver {
 			d := f.body.(wire.Deliver)
+			delete(m.autoTags, d.DeliveryTag)
 			if !m.announced[d.SubID] {
 				m.t.Fatalf("DELIVER for sub %d before the client learned of it", d.SubID)
 			}
@@ -575,24 +640,39 @@ func (m *sessModel) actDeliver(t *rapid.T) {
 	m.deliverTo(q, rapid.SampledFrom(ids).Draw(t, "sub"))
 }
 
-// deliverTo delivers one message to sub if it has credit.
+// deliverTo delivers a batch of up to four messages to sub, as far as it
+// has credit (a partition dispatches in batches: a resume then releases
+// several held ones at once).
 func (m *sessModel) deliverTo(q core.QueueID, id uint64) {
 	sub := m.parts[q].subs[id]
-	if sub.paused || (!sub.autoAck && sub.inflight >= int(sub.prefetch)) {
+	n := rapid.IntRange(1, 4).Draw(m.t, "batch")
+	var items []core.Delivery
+	for len(items) < n && !sub.paused && (sub.autoAck || sub.inflight < int(sub.prefetch)) {
+		if !sub.autoAck {
+			sub.inflight++
+		}
+		m.nextTag++
+		if sub.autoAck {
+			m.autoTags[m.nextTag] = id
+		}
+		// Some payloads are large, so a client that reports nothing
+		// written reaches the outbox bound.
+		body := sessBody("d")
+		switch {
+		case sessChance(m.t, "large", 5):
+			body = &core.Body{Payload: make([]byte, 200<<10)}
+		case m.h.cfg.OutboxBytesMax < 1<<20 && sessChance(m.t, "medium", 50):
+			// Four fit the held bound (64 KiB) but not, with their frame
+			// headers and HELLO_OK, the outbox.
+			body = &core.Body{Payload: make([]byte, 16<<10-8)}
+		}
+		items = append(items, core.Delivery{SubID: id, Tag: m.nextTag, Offset: m.nextTag, Body: body})
+	}
+	if len(items) == 0 {
 		return
 	}
-	if !sub.autoAck {
-		sub.inflight++
-	}
-	m.nextTag++
-	// Some payloads are large, so a client that reports nothing written
-	// reaches the outbox bound.
-	body := sessBody("d")
-	if sessChance(m.t, "large", 5) {
-		body = &core.Body{Payload: make([]byte, 200<<10)}
-	}
 	m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: PartitionAddr(q), To: SessionAddr(sessTestID),
-		Msg: &Deliveries{Queue: q, SubID: id, Items: []core.Delivery{{SubID: id, Tag: m.nextTag, Offset: m.nextTag, Body: body}}}}})
+		Msg: &Deliveries{Queue: q, SubID: id, Items: items}}})
 }
 
 // actLeaseExpiry: a lease ran out, so the partition may deliver again.

@@ -140,3 +140,107 @@ func TestSessionSubscribeLostWithItsConnectionLeavesNoGhost(t *testing.T) {
 		}
 	}
 }
+
+// A resumed session's subscriptions are unpaused when the gate opens, not
+// at the Attach: before, an auto-ack subscription streamed into held
+// deliveries for as long as the gate stayed shut.
+func TestSessionResumeUnpausesWhenTheGateOpens(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	q := qid("q", 0)
+	sub := h.subscribe(1, q, 4, true)
+	h.connClosed(1)
+	h.takeRequests(q) // the pause
+	h.attach(2, wire.ResumeResumed)
+	for _, r := range h.takeRequests(q) {
+		if p, ok := r.Input.(*core.PauseSubscription); ok && !p.Paused {
+			t.Fatal("unpaused at the Attach, behind a closed gate")
+		}
+	}
+	h.auth(2)
+	h.frame(2, wire.OpTopology, wire.Topology{})
+	h.expect(2, wire.OpTopologyOk)
+	r := h.takeRequest(q)
+	if p, ok := r.Input.(*core.PauseSubscription); !ok || p.Paused || p.SubID != sub {
+		t.Fatalf("the gate opened and the partition got %+v, want an unpause", r.Input)
+	}
+}
+
+// Held deliveries are bounded by count, not only by payload bytes: empty
+// payloads count no bytes, and before the fix an auto-ack subscription of
+// a dormant session held any number of them.
+func TestSessionHeldDeliveriesBoundedByCount(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	q := qid("q", 0)
+	sub := h.subscribe(1, q, 4, true)
+	h.connClosed(1)
+	items := make([]core.Delivery, heldDeliveriesMax+1)
+	for i := range items {
+		items[i] = core.Delivery{SubID: sub, Tag: uint64(i + 1), Offset: uint64(i), Body: &core.Body{}}
+	}
+	h.fromPartition(q, &Deliveries{Queue: q, SubID: sub, Items: items[:heldDeliveriesMax]})
+	if h.ended {
+		t.Fatalf("ended at %d held deliveries, the bound itself", heldDeliveriesMax)
+	}
+	h.fromPartition(q, &Deliveries{Queue: q, SubID: sub, Items: items[heldDeliveriesMax:]})
+	if !h.ended {
+		t.Fatalf("a dormant session holds %d empty deliveries, over the bound of %d", h.s.heldCount, heldDeliveriesMax)
+	}
+}
+
+// When releasing held deliveries reaches the outbox bound, only the one
+// that does not fit stays back: before the fix the whole step's frames
+// were cut from the buffer after their deliveries had left held, so a
+// resumed auto-ack subscription lost them.
+func TestSessionOutboxCutKeepsUnsentDeliveriesHeld(t *testing.T) {
+	h := newSessHarness(t, func(c *Config) { c.OutboxBytesMax, c.FramePayloadBytesMax = 4<<10, 2<<10 })
+	h.ready(1)
+	q := qid("q", 0)
+	sub := h.subscribe(1, q, 4, true)
+	h.connClosed(1)
+	// Held: within the bound (4 KiB of payload at most); with their
+	// frames' headers and the replies already queued, not all fit.
+	const n = 5
+	items := make([]core.Delivery, n)
+	for i := range items {
+		items[i] = core.Delivery{SubID: sub, Tag: uint64(i + 1), Offset: uint64(i), Body: &core.Body{Payload: make([]byte, 780)}}
+	}
+	h.fromPartition(q, &Deliveries{Queue: q, SubID: sub, Items: items})
+	h.attach(2, wire.ResumeResumed)
+	h.auth(2)
+	h.frame(2, wire.OpTopology, wire.Topology{}) // the gate opens
+	sent := 0
+	for _, f := range h.takeFrames(2) {
+		if f.hdr.Opcode == wire.OpDeliver {
+			if d := f.body.(wire.Deliver); d.DeliveryTag != uint64(sent+1) {
+				t.Fatalf("delivery %d sent as the %d-th", d.DeliveryTag, sent+1)
+			}
+			sent++
+		}
+	}
+	if !h.closed[2] || !h.s.dormant {
+		t.Fatalf("the outbox bound did not cut connection 2 (closed %v, dormant %v)", h.closed[2], h.s.dormant)
+	}
+	held := 0
+	if s := h.s.subsByID[sub]; s != nil {
+		held = len(s.held)
+	}
+	if sent+held != n {
+		t.Fatalf("%d deliveries sent before the cut and %d still held, of %d: the rest were lost", sent, held, n)
+	}
+	h.attach(3, wire.ResumeResumed)
+	h.frame(3, wire.OpTopology, wire.Topology{})
+	got := 0
+	for _, f := range h.takeFrames(3) {
+		if f.hdr.Opcode == wire.OpDeliver {
+			if d := f.body.(wire.Deliver); d.DeliveryTag != uint64(sent+got+1) {
+				t.Fatalf("after the resume, delivery %d came as the %d-th", d.DeliveryTag, sent+got+1)
+			}
+			got++
+		}
+	}
+	if sent+got != n {
+		t.Fatalf("%d before the cut + %d after the resume, of %d", sent, got, n)
+	}
+}

@@ -306,14 +306,17 @@ func (s *Session) onDeliveries(m *Deliveries) {
 		d := &m.Items[i]
 		sessionAssert(d.SubID == m.SubID, "a delivery batch mixes subscriptions")
 		sessionAssert(!d.Body.IsStored() || len(d.Body.Payload) == int(d.Body.Ref.LengthBytes), "a stored body reached the session unread")
-		// Held ones go first: order within a subscription is kept.
-		if s.conn != 0 && s.gateOpen && sub.announced && len(sub.held) == 0 {
-			s.encodeDeliver(sub, d)
-		} else {
-			s.hold(sub, *d)
-		}
+		// Held ones go first: order within a subscription is kept. One
+		// the outbox bound refused is held for the next attachment.
+		sent := s.conn != 0 && s.gateOpen && sub.announced && len(sub.held) == 0 && s.encodeDeliver(sub, d)
 		if s.ended || s.subsByID[m.SubID] != sub {
 			return // the outbox bound cut the connection and the session ended
+		}
+		if !sent {
+			s.hold(sub, *d)
+		}
+		if s.ended {
+			return // held over its bounds: the session ended
 		}
 	}
 }
@@ -327,14 +330,17 @@ func (s *Session) hold(sub *sessionSub, d core.Delivery) {
 		// subscription, so the oldest held one has expired there (a
 		// redelivery replaced it): dropping it loses nothing.
 		s.heldBytes -= len(sub.held[0].Body.Payload)
+		s.heldCount--
 		sub.held[0] = core.Delivery{}
 		sub.held = sub.held[1:]
 	}
 	// An auto-ack delivery is already settled: dropping it would lose the
-	// message, so auto-ack subscriptions hold every one, bounded in bytes.
+	// message, so auto-ack subscriptions hold every one, bounded in bytes
+	// and in count (an empty payload weighs no bytes).
 	sub.held = append(sub.held, d)
 	s.heldBytes += len(d.Body.Payload)
-	if s.heldBytes > s.cfg.OutboxBytesMax {
+	s.heldCount++
+	if s.heldBytes > s.cfg.OutboxBytesMax || s.heldCount > heldDeliveriesMax {
 		// A session nobody reads cannot hold without bound.
 		s.end()
 	}
@@ -369,19 +375,19 @@ func (s *Session) anyHeld() bool {
 	return false
 }
 
-// flushSub sends one subscription's held deliveries, in order. Each is
-// taken off the list before it is encoded: encoding can cut the connection
-// (outbox bound) and even end the session, which drops what is still held.
+// flushSub sends one subscription's held deliveries, in order. Each
+// leaves the list only once its frame is in the outbox: encoding can cut
+// the connection (outbox bound), and the one refused stays held for the
+// next attachment, or goes with the session if the cut ended it.
 func (s *Session) flushSub(sub *sessionSub) {
 	for len(sub.held) > 0 && s.conn != 0 && s.gateOpen {
-		d := sub.held[0]
+		if !s.encodeDeliver(sub, &sub.held[0]) {
+			return // cut: held is as it was, or dropped with the session
+		}
+		s.heldBytes -= len(sub.held[0].Body.Payload)
+		s.heldCount--
 		sub.held[0] = core.Delivery{}
 		sub.held = sub.held[1:]
-		s.heldBytes -= len(d.Body.Payload)
-		s.encodeDeliver(sub, &d)
-		if s.subsByID[sub.id] != sub {
-			return
-		}
 	}
 	if len(sub.held) == 0 {
 		sub.held = nil // give the drained backing array back
@@ -393,7 +399,7 @@ func (s *Session) flushSub(sub *sessionSub) {
 // count uses strconv's small-number strings; fibril.retries appears only
 // when the count is above 0 (PROTOCOL 5.8). Request ids come from the
 // connection's server counter.
-func (s *Session) encodeDeliver(sub *sessionSub, d *core.Delivery) {
+func (s *Session) encodeDeliver(sub *sessionSub, d *core.Delivery) bool {
 	sessionAssert(s.gateOpen && sub.announced, "a DELIVER before the gate opened or before SUBSCRIBE_OK")
 	sessionAssert(!s.dormant, "a DELIVER from a dormant session")
 	body := d.Body
@@ -412,11 +418,12 @@ func (s *Session) encodeDeliver(sub *sessionSub, d *core.Delivery) {
 		}
 		m.Headers, s.headers = hs, hs
 	}
-	s.emit(s.conn, wire.OpDeliver, s.nextServerReqID(), m)
+	sent := s.emit(s.conn, wire.OpDeliver, s.nextServerReqID(), m)
 	// Keep no reference to the payload past the step: the body belongs to
 	// the envelope, and a stored one's bytes to the driver.
 	m.Payload, m.Headers = nil, nil
 	clear(s.headers)
+	return sent
 }
 
 // onSubscriptionEnded: the partition ended a subscription on its side.
@@ -471,6 +478,7 @@ func (s *Session) dropSub(sub *sessionSub) {
 	for i := range sub.held {
 		s.heldBytes -= len(sub.held[i].Body.Payload)
 	}
+	s.heldCount -= len(sub.held)
 	sub.held = nil
 	delete(s.subs, sub.key)
 	delete(s.subsByID, sub.id)
@@ -521,8 +529,8 @@ func (s *Session) pauseSubscriptions(paused bool) {
 	}
 }
 
-// resumeSubscriptions restarts deliveries to a resumed session; those
-// already held go out once the gate opens.
+// resumeSubscriptions restarts deliveries once the resumed session's gate
+// opened (before, they could only be held).
 func (s *Session) resumeSubscriptions() { s.pauseSubscriptions(false) }
 
 // skeletonChanged tells the Node the session's accepted subscriptions, so
