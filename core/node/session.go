@@ -100,6 +100,10 @@ type Session struct {
 	dormant  bool
 	draining bool
 	ended    bool
+	// drainDeadlineMs (draining): until then a lost transport still makes
+	// the session dormant, since the broker accepts reconnects for the
+	// drain's grace (PROTOCOL 5.23); after it, the session ends at once.
+	drainDeadlineMs int64
 
 	// Timers, absolute ms (0 = not armed). See onTick.
 	graceTimerMs int64 // dormant: the session ends

@@ -193,9 +193,10 @@ func (s *Session) afterTransportLoss(now int64) {
 	sessionAssert(s.conn == 0, "transport loss with a connection attached")
 	sessionAssert(!s.ended && !s.dormant, "a transport lost twice")
 	// An unauthenticated session has nothing a client could resume into,
-	// and a draining broker must not hold sessions past its shutdown.
+	// and a draining broker holds sessions only for the drain's grace: it
+	// accepts reconnects that long (PROTOCOL 5.23), not past it.
 	grace := s.graceMs()
-	if !s.authed || grace <= 0 || s.draining {
+	if !s.authed || grace <= 0 || (s.draining && now >= s.drainDeadlineMs) {
 		s.end()
 		return
 	}
@@ -259,11 +260,18 @@ func (s *Session) end() {
 }
 
 // onShuttingDown: the broker drains. GOING_AWAY is a push (request id 0,
-// PROTOCOL 5.23), and from now on a lost transport ends the session.
+// PROTOCOL 5.23). For its grace the session still goes dormant when its
+// transport is lost (the broker accepts the reconnect); after it, a lost
+// transport ends the session. A later notice never lengthens the grace.
 func (s *Session) onShuttingDown(m *ShuttingDown) {
-	s.draining = true
+	deadlineMs := s.nowMs + max(m.GraceMs, 0)
+	if s.draining {
+		deadlineMs = min(deadlineMs, s.drainDeadlineMs)
+	}
+	s.draining, s.drainDeadlineMs = true, deadlineMs
+	sessionAssert(s.drainDeadlineMs <= s.nowMs+max(m.GraceMs, 0), "a drain notice lengthened the grace")
 	if s.conn != 0 {
-		s.push(wire.OpGoingAway, 0, &wire.GoingAway{GraceMs: uint64(max(m.GraceMs, 0)), Message: m.Message})
+		s.push(wire.OpGoingAway, 0, &wire.GoingAway{GraceMs: uint64(max(s.drainDeadlineMs-s.nowMs, 0)), Message: m.Message})
 	}
 }
 

@@ -148,9 +148,11 @@ func TestSessionLossEndsWithoutAuthGraceOrWhileDraining(t *testing.T) {
 		if ga := h.expect(1, wire.OpGoingAway); ga.hdr.RequestID != 0 {
 			t.Fatal("GOING_AWAY uses request id 0")
 		}
+		h.tick(100) // the drain's grace is over: no reconnect is accepted now
+		h.frame(1, wire.OpPing, wire.Ping{})
 		h.connClosed(1)
 		if !h.ended {
-			t.Fatal("a draining session went dormant")
+			t.Fatal("a session went dormant after the drain's grace")
 		}
 	})
 }

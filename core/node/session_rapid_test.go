@@ -91,8 +91,11 @@ type sessModel struct {
 	conns    map[ConnID]*sessModelConn
 	authed   bool // AUTH_OK seen on some connection of the session
 	draining bool
-	nodeQ    []Message
-	parts    map[core.QueueID]*sessModelPartition
+	// drainDeadlineMs: the drain's grace ends (draining); until then a
+	// lost transport still makes the session dormant (PROTOCOL 5.23).
+	drainDeadlineMs int64
+	nodeQ           []Message
+	parts           map[core.QueueID]*sessModelPartition
 	// announced: sub ids the client was told (SUBSCRIBE_OK, RECONCILE_RESULT).
 	// A subscription whose answer could not reach its asker (the connection
 	// went) must never deliver: no ghost ids, even across a resume.
@@ -396,10 +399,14 @@ func (m *sessModel) actClose(t *rapid.T) {
 	conn := m.attached
 	m.attached = 0
 	m.h.closed[conn] = true
-	wasAuthed := m.h.s.authed
+	wasAuthed, wasAttached := m.h.s.authed, m.h.s.conn == conn
 	m.step(&ConnClosed{NowMs: m.h.now, Conn: conn})
-	if wasAuthed && m.h.cfg.ReconnectGraceMs > 0 && !m.draining && !m.h.ended && !m.h.s.dormant {
-		t.Fatal("an authenticated session with grace neither went dormant nor ended")
+	inDrainGrace := !m.draining || m.h.now < m.drainDeadlineMs
+	if wasAttached && wasAuthed && m.h.cfg.ReconnectGraceMs > 0 && inDrainGrace && !m.h.s.dormant {
+		t.Fatal("an authenticated session with grace (and in a drain's grace, if draining) did not go dormant")
+	}
+	if wasAttached && m.draining && !inDrainGrace && !m.h.ended {
+		t.Fatal("a session held past the drain's grace")
 	}
 }
 
@@ -717,12 +724,16 @@ func (m *sessModel) actSubEnded(t *rapid.T) {
 }
 
 func (m *sessModel) actShutdown(t *rapid.T) {
-	if !sessChance(t, "drain", 4) {
-		return // rare: a drain ends the session at its next disconnect
+	if !sessChance(t, "drain", 20) {
+		return // rare: after its grace, a drain ends the session at its next disconnect
+	}
+	graceMs := rapid.SampledFrom([]int64{0, 100, 4000}).Draw(t, "drainGraceMs")
+	if !m.draining || m.h.now+graceMs < m.drainDeadlineMs {
+		m.drainDeadlineMs = m.h.now + graceMs
 	}
 	m.draining = true
 	m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: NodeAddr(), To: SessionAddr(sessTestID),
-		Msg: &ShuttingDown{GraceMs: 100, Message: "drain"}}})
+		Msg: &ShuttingDown{GraceMs: graceMs, Message: "drain"}}})
 }
 
 // sessChance draws an event of about pct percent. rapid favours small values

@@ -244,3 +244,27 @@ func TestSessionOutboxCutKeepsUnsentDeliveriesHeld(t *testing.T) {
 		t.Fatalf("%d before the cut + %d after the resume, of %d", sent, got, n)
 	}
 }
+
+// PROTOCOL 5.23: GOING_AWAY's grace_ms is how long the broker keeps
+// accepting reconnects and holding sessions. Before the fix a draining
+// session ended at once when its transport went (its skeleton with it).
+func TestSessionDrainHoldsSessionsForItsGrace(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	h.deliver(&ShuttingDown{GraceMs: 10_000, Message: "upgrade"})
+	if ga := h.expect(1, wire.OpGoingAway).body.(wire.GoingAway); ga.GraceMs != 10_000 {
+		t.Fatalf("GOING_AWAY %+v", ga)
+	}
+	h.connClosed(1)
+	if h.ended || !h.s.dormant {
+		t.Fatal("a session losing its transport inside the drain's grace was not held")
+	}
+	h.tick(4000)
+	h.attach(2, wire.ResumeResumed)
+	h.tick(7000) // past the drain's grace
+	h.frame(2, wire.OpPing, wire.Ping{})
+	h.connClosed(2)
+	if !h.ended {
+		t.Fatal("a session losing its transport after the drain's grace was held")
+	}
+}
