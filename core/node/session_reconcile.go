@@ -157,6 +157,9 @@ func (s *Session) finishReconcile(run *reconcileRun) {
 	// order the client listed them in.
 	slices.SortStableFunc(run.entries, compareReconcileEntries)
 	s.replyOn(run.gen, wire.OpReconcileResult, run.requestID, &wire.ReconcileResult{Entries: run.entries})
+	if s.ended {
+		return // the result overflowed the outbox and the cut ended the session
+	}
 	for _, sub := range run.restored {
 		if s.subsByID[sub.id] == sub && sub.active {
 			s.announce(sub)

@@ -279,6 +279,11 @@ func (s *Session) onSubscribed(op pendingOp) {
 	}
 	s.replyOn(op.gen, wire.OpSubscribeOk, op.requestID, &wire.SubscribeOk{SubID: sub.id, Topic: sub.key.Topic,
 		Partition: sub.key.Partition, Group: sub.group, Prefetch: sub.prefetch})
+	if s.subsByID[sub.id] != sub {
+		// The answer overflowed the outbox: the cut dropped the subscription
+		// (unannounced) or ended the session. Nothing to announce.
+		return
+	}
 	s.announce(sub)
 	s.skeletonChanged()
 }
@@ -445,7 +450,9 @@ func (s *Session) closeSub(sub *sessionSub, code wire.ReasonCode, msg string) {
 	if s.conn != 0 && sub.announced {
 		s.push(wire.OpSubscriptionClosed, s.nextServerReqID(), &wire.SubscriptionClosed{SubID: sub.id, Code: code, Message: msg})
 	}
-	s.skeletonChanged()
+	if !s.ended { // the push may overflow the outbox, and the cut end the session
+		s.skeletonChanged()
+	}
 }
 
 // onBounced: an envelope's receiver does not exist. Only a partition can
@@ -536,6 +543,7 @@ func (s *Session) resumeSubscriptions() { s.pauseSubscriptions(false) }
 // skeletonChanged tells the Node the session's accepted subscriptions, so
 // that a restarted broker can answer resumed_after_restart (PROTOCOL 7.7).
 func (s *Session) skeletonChanged() {
+	sessionAssert(!s.ended, "an ended session has no skeleton to change")
 	msg := &SkeletonChanged{Subs: make([]SkeletonSub, 0, len(s.subs))}
 	for _, key := range sortedSubKeys(s.subs) {
 		if sub := s.subs[key]; sub.active {
