@@ -112,8 +112,10 @@ func (s *Session) attachStale(conn ConnID) {
 	sessionAssert(s.newestConn > 0, "a stale connection needs a newer one")
 	s.flushSegment()
 	s.rd.Close = append(s.rd.Close, conn)
-	if s.conn == 0 && !s.dormant {
-		s.end() // never attached at all: nobody waits for this session
+	if s.conn == 0 && !s.dormant && s.early.conn == 0 {
+		// Never attached, and no newer Attach on its way: nobody waits
+		// for this session.
+		s.end()
 	}
 }
 
