@@ -223,7 +223,7 @@ func sessSortedKeys(m map[uint64]uint64) []uint64 {
 func (m *sessModel) routeOut(gateOpen bool) {
 	// Deliveries restart only once they can be sent: before, an auto-ack
 	// subscription would just pile them up held. (A step may unpause and
-	// pause again: the gate opened, then the outbox bound cut.)
+	// pause again, or end: the gate opened, then the outbox bound cut.)
 	lastPause := map[uint64]bool{}
 	defer func() {
 		for _, id := range slices.Sorted(maps.Keys(lastPause)) {
@@ -236,8 +236,11 @@ func (m *sessModel) routeOut(gateOpen bool) {
 		switch msg := env.Msg.(type) {
 		case *Request:
 			q := env.To.Queue
-			if p, ok := msg.Input.(*core.PauseSubscription); ok {
-				lastPause[p.SubID] = p.Paused
+			switch in := msg.Input.(type) {
+			case *core.PauseSubscription:
+				lastPause[in.SubID] = in.Paused
+			case *core.Unsubscribe:
+				lastPause[in.SubID] = true // ended after all (the cut ended the session)
 			}
 			p := m.parts[q]
 			if p == nil {
