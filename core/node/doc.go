@@ -45,8 +45,9 @@
 //
 // # Connections
 //
-// The driver mints a ConnID per accepted connection and tells the Node
-// (ConnOpened). Until the Node binds the connection to a session
+// The driver mints a ConnID per accepted connection, in increasing order
+// (a session takes reports about a connection older than the newest it
+// heard of as stale), and tells the Node (ConnOpened). Until the Node binds the connection to a session
 // (Ready.Bind), every frame read from it goes to the Node; after, to the
 // bound session. Frames reach the core as (wire.Header, payload) exactly as
 // read; the core decodes them with transport/wire and encodes every frame it

@@ -133,8 +133,10 @@ func (in *LoadDone) nowMs() int64     { return in.NowMs }
 func (in *SnapshotDone) nowMs() int64 { return in.NowMs }
 
 // Drain tells the Node the broker is going away (a planned shutdown): every
-// session with a transport is told (GOING_AWAY with GraceMs), and sessions
-// that lose their transport from now on end at once rather than go dormant.
+// session with a transport is told (GOING_AWAY with GraceMs). For GraceMs
+// the Node still accepts connections and sessions that lose their transport
+// go dormant as usual (PROTOCOL 5.23); after it, connections are refused
+// and a session that loses its transport ends at once.
 type Drain struct {
 	NowMs   int64
 	GraceMs int64

@@ -57,6 +57,7 @@ type Node struct {
 	draining          bool
 	drainGraceMs      int64
 	drainMessage      string
+	drainDeadlineMs   int64 // reconnects are accepted until then (PROTOCOL 5.23)
 
 	// Partitions (volatile): loading or loaded, and queues created in this
 	// process whose catalogue record is not yet durable.

@@ -77,7 +77,8 @@ const (
 )
 
 // onConnOpened admits a connection (or refuses it with ERROR 500 when
-// ConnectionsMax are open, or while draining) and starts its handshake
+// ConnectionsMax are open, or once a drain's grace is over: until then
+// clients reconnect, PROTOCOL 5.23) and starts its handshake
 // deadline: a peer that connects and stalls must not hold a socket and a
 // buffer forever.
 func (n *Node) onConnOpened(in *ConnOpened) {
@@ -87,7 +88,7 @@ func (n *Node) onConnOpened(in *ConnOpened) {
 	// the ERROR, and its ConnClosed finds nothing to count down. Request id
 	// 0: the peer has asked nothing yet.
 	switch {
-	case n.draining:
+	case n.draining && n.nowMs >= n.drainDeadlineMs:
 		n.sendFrame(in.Conn, wire.OpError, 0, wire.CodeInternal, "broker is shutting down; connect again later")
 		n.rd.Close = append(n.rd.Close, in.Conn)
 		return
@@ -381,9 +382,10 @@ func (n *Node) attach(c *conn, s *sessionEntry, requestID uint64, outcome wire.R
 	c.phase, c.session = connBound, s.id
 	n.rd.Bind = append(n.rd.Bind, Binding{Conn: c.id, Session: s.id})
 	n.send(SessionAddr(s.id), &Attach{Conn: c.id, Loopback: c.loopback, HelloRequestID: requestID, Outcome: outcome})
-	// A session attached during a drain is told at once, as the others were.
+	// A session attached during a drain is told at once, as the others
+	// were, with the grace that is left.
 	if n.draining {
-		n.send(SessionAddr(s.id), &ShuttingDown{GraceMs: n.drainGraceMs, Message: n.drainMessage})
+		n.send(SessionAddr(s.id), &ShuttingDown{GraceMs: max(n.drainDeadlineMs-n.nowMs, 0), Message: n.drainMessage})
 	}
 }
 
@@ -496,15 +498,23 @@ func (n *Node) scheduleSkeletonSweep(atMs int64) {
 // nextSkeletonExpiryMs is when the next skeleton is due (0: none).
 func (n *Node) nextSkeletonExpiryMs() int64 { return n.skeletonSweepAtMs }
 
-// onDrain tells every session the broker is going away.
+// onDrain tells every session the broker is going away. For GraceMs the
+// broker still accepts reconnects and sessions are held (PROTOCOL 5.23); a
+// second Drain cannot lengthen the first one's grace.
 func (n *Node) onDrain(in *Drain) {
-	n.draining, n.drainGraceMs, n.drainMessage = true, in.GraceMs, in.Message
+	deadlineMs := n.nowMs + max(in.GraceMs, 0)
+	if n.draining {
+		deadlineMs = min(deadlineMs, n.drainDeadlineMs)
+	}
+	n.draining, n.drainGraceMs, n.drainMessage, n.drainDeadlineMs = true, in.GraceMs, in.Message, deadlineMs
+	assertHold(n.drainDeadlineMs <= n.nowMs+max(in.GraceMs, 0), "a Drain never lengthens the grace")
+	graceMs := n.drainDeadlineMs - n.nowMs // what is left of it
 	ids := make([]SessionID, 0, len(n.sessions))
 	for id := range n.sessions {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		n.send(SessionAddr(id), &ShuttingDown{GraceMs: in.GraceMs, Message: in.Message})
+		n.send(SessionAddr(id), &ShuttingDown{GraceMs: max(graceMs, 0), Message: in.Message})
 	}
 }

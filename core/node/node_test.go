@@ -570,8 +570,17 @@ func TestNodeDrainTellsEverySession(t *testing.T) {
 	if len(sd) != 2 || to[0] != SessionAddr(a) || to[1] != SessionAddr(b) || sd[0].GraceMs != 100 || sd[0].Message != "bye" {
 		t.Fatalf("shutting down %+v to %v", sd, to)
 	}
+	// PROTOCOL 5.23: reconnects are accepted for grace_ms (before the fix
+	// every connection was refused at once), and a session attached then
+	// is told the grace that is left.
+	h.tick(40)
+	_, c, at, e := h.hello(&wire.ResumeIdentity{OwnerID: h.n.state.ownerID, ClientID: [16]byte{9}, ResumeToken: [16]byte{9}})
+	if sd, to := envelopesOf[*ShuttingDown](e); at == nil || len(sd) != 1 || to[0] != SessionAddr(c) || sd[0].GraceMs != 60 {
+		t.Fatalf("a session attached 40 ms into a 100 ms drain was told %+v", sd)
+	}
+	h.tick(60)
 	if e := h.step(&ConnOpened{NowMs: h.now, Conn: 99}); len(e.close) != 1 {
-		t.Fatal("a connection was admitted while draining")
+		t.Fatal("a connection was admitted after the drain's grace")
 	}
 }
 

@@ -16,7 +16,10 @@ package node
 //     within Config.OutboxBytesMax: past it the connection is cut;
 //   - deliveries held (dormant, gate closed, subscription not yet announced)
 //     are bounded by the subscription's prefetch for manual-ack
-//     subscriptions, and by OutboxBytesMax in bytes overall;
+//     subscriptions, and overall by OutboxBytesMax in bytes and by
+//     heldDeliveriesMax in count;
+//   - subscriptions are paused from the transport's loss until the next
+//     attachment's gate opens, never behind an open gate;
 //   - every map and queue has a named bound (constants below or Config).
 
 import (
@@ -58,6 +61,11 @@ const (
 	// it, opened partitions without a subscription are forgotten (the next
 	// use opens them again).
 	opensMax = 4096
+	// heldDeliveriesMax bounds the deliveries a session holds (dormant,
+	// gate closed, not yet announced), all subscriptions together: an
+	// empty payload counts no bytes, so the byte bound alone would let an
+	// auto-ack subscription hold any number; past it the session ends.
+	heldDeliveriesMax = 1 << 16
 	// textPayloadNumberMax bounds u64 wire fields that become int64 deadlines
 	// or durations (ttl_ms, not_before, default TTL).
 	textPayloadNumberMax = 1 << 62
@@ -81,12 +89,21 @@ type Session struct {
 	authGen uint64
 	auth    authWait
 	early   earlyConn
+	// newestConn is the newest connection the session heard of (attached,
+	// framed or reported closed). The driver mints ConnIDs in accept order,
+	// and a client resumes on a newer connection, so anything at or below
+	// it that is not attached (or in early) is stale and ignored.
+	newestConn ConnID
 
 	// Lifecycle. nowMs is the current step's time.
 	nowMs    int64
 	dormant  bool
 	draining bool
 	ended    bool
+	// drainDeadlineMs (draining): until then a lost transport still makes
+	// the session dormant, since the broker accepts reconnects for the
+	// drain's grace (PROTOCOL 5.23); after it, the session ends at once.
+	drainDeadlineMs int64
 
 	// Timers, absolute ms (0 = not armed). See onTick.
 	graceTimerMs int64 // dormant: the session ends
@@ -106,8 +123,10 @@ type Session struct {
 	subs     map[subKey]*sessionSub
 	subsByID map[uint64]*sessionSub
 	subSeq   uint64
-	// heldBytes counts payload bytes of held deliveries (all subscriptions).
+	// heldBytes counts payload bytes of held deliveries (all subscriptions),
+	// heldCount the deliveries.
 	heldBytes int
+	heldCount int
 
 	// Partitions and correlation.
 	opens     map[core.QueueID]*partitionOpen
@@ -295,6 +314,10 @@ func (s *Session) CheckInvariants() error {
 		if op.gen > s.gen {
 			return fmt.Errorf("session %d: token %d belongs to a future attachment", s.init.ID, token)
 		}
+		// One whose subscription is gone only waits to be handed back.
+		if (op.kind == opSubscribe || op.kind == opRestore) && s.subsByID[op.subID] != nil && (op.gen != s.gen || s.conn == 0) {
+			return fmt.Errorf("session %d: subscribe token %d outlived its attachment", s.init.ID, token)
+		}
 	}
 	return nil
 }
@@ -323,6 +346,10 @@ func (s *Session) checkLifecycle() error {
 		return fmt.Errorf("session %d: frames wait for no password check", id)
 	case len(s.auth.frames) > authWaitingFramesMax || s.auth.bytes > authWaitingBytesMax:
 		return fmt.Errorf("session %d: too many frames wait for the password check", id)
+	case s.conn > s.newestConn || s.early.conn > s.newestConn:
+		return fmt.Errorf("session %d: connection %d (early %d) newer than the newest seen %d", id, s.conn, s.early.conn, s.newestConn)
+	case s.early.conn != 0 && (s.early.conn == s.conn || s.early.conn != s.newestConn):
+		return fmt.Errorf("session %d: early connection %d is attached or not the newest (%d)", id, s.early.conn, s.newestConn)
 	case s.heldBytes < 0 || s.heldBytes > s.cfg.OutboxBytesMax:
 		return fmt.Errorf("session %d: held delivery bytes %d out of bounds", id, s.heldBytes)
 	}
@@ -336,7 +363,7 @@ func (s *Session) checkSubscriptions() error {
 	if len(s.subs) != len(s.subsByID) || len(s.subs) > s.cfg.SubscriptionsPerSessionMax {
 		return fmt.Errorf("session %d: %d subscriptions by key, %d by id", id, len(s.subs), len(s.subsByID))
 	}
-	heldBytes := 0
+	heldBytes, heldCount := 0, 0
 	for key, sub := range s.subs {
 		if sub.key != key || s.subsByID[sub.id] != sub {
 			return fmt.Errorf("session %d: subscription %d indexed inconsistently", id, sub.id)
@@ -350,15 +377,22 @@ func (s *Session) checkSubscriptions() error {
 		if s.conn != 0 && s.gateOpen && sub.announced && len(sub.held) != 0 {
 			return fmt.Errorf("session %d: subscription %d holds deliveries it could send", id, sub.id)
 		}
-		if sub.paused && !s.dormant {
-			return fmt.Errorf("session %d: subscription %d paused while attached", id, sub.id)
+		if !sub.announced && s.conn == 0 {
+			return fmt.Errorf("session %d: subscription %d unannounced with its attachment gone (a ghost)", id, sub.id)
+		}
+		if sub.paused && s.conn != 0 && s.gateOpen {
+			return fmt.Errorf("session %d: subscription %d paused behind an open gate", id, sub.id)
 		}
 		for i := range sub.held {
 			heldBytes += len(sub.held[i].Body.Payload)
 		}
+		heldCount += len(sub.held)
 	}
-	if heldBytes != s.heldBytes {
-		return fmt.Errorf("session %d: held bytes %d, counted %d", id, s.heldBytes, heldBytes)
+	if heldBytes != s.heldBytes || heldCount != s.heldCount {
+		return fmt.Errorf("session %d: held bytes %d, counted %d; held deliveries %d, counted %d", id, s.heldBytes, heldBytes, s.heldCount, heldCount)
+	}
+	if s.heldCount > heldDeliveriesMax {
+		return fmt.Errorf("session %d: %d held deliveries, over their bound", id, s.heldCount)
 	}
 	return nil
 }

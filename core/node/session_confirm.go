@@ -11,7 +11,9 @@ package node
 //     reserved headers, a partition that cannot be opened) skip the order
 //     and are sent at once, as Fibril does;
 //   - the list belongs to one attachment: it is dropped with it (its
-//     answers are dropped anyway), and bounded by pendingOpsMax.
+//     answers are dropped anyway), and bounded by pendingOpsMax;
+//   - a done confirm is in pending only while it is in the live order:
+//     dropping the order drops it too (else pending leaks toward its bound).
 
 import "github.com/fibril-go/fibril/transport/wire"
 
@@ -85,8 +87,17 @@ func (s *Session) compactConfirms() {
 	}
 }
 
-// dropConfirms forgets the order with its attachment.
+// dropConfirms forgets the order with its attachment. Answers that came
+// out of turn (done) wait only here, so they go too: nothing else would
+// ever take them out of pending. Those not answered yet stay: their
+// partition's answer finds the attachment gone and forgets them.
 func (s *Session) dropConfirms() {
+	for _, token := range s.confirms[s.confirmsHead:] {
+		if op, ok := s.pending[token]; ok && op.confirm.done {
+			sessionAssert(op.gen == s.gen, "a done confirm of another attachment in the order")
+			delete(s.pending, token)
+		}
+	}
 	s.confirms, s.confirmsHead = s.confirms[:0], 0
 }
 
@@ -98,10 +109,26 @@ func (s *Session) checkConfirms() error {
 	if s.confirmsHead > len(s.confirms) || len(s.confirms)-s.confirmsHead > pendingOpsMax {
 		return errorf("session %d: confirm order head %d of %d", s.init.ID, s.confirmsHead, len(s.confirms))
 	}
+	queued := 0
 	for _, token := range s.confirms[s.confirmsHead:] {
-		if op, ok := s.pending[token]; ok && (op.kind != opPublish || op.gen != s.gen) {
+		op, ok := s.pending[token]
+		if ok && (op.kind != opPublish || op.gen != s.gen) {
 			return errorf("session %d: confirm order holds token %d of kind %d, attachment %d", s.init.ID, token, op.kind, op.gen)
 		}
+		if ok && op.confirm.done {
+			queued++
+		}
+	}
+	// A done confirm waits only in the live order: one outside it would
+	// never be released nor forgotten (a leak that ends in 500s).
+	done := 0
+	for _, op := range s.pending {
+		if op.confirm.done {
+			done++
+		}
+	}
+	if done != queued {
+		return errorf("session %d: %d answered confirms wait in pending, %d of them in the confirm order", s.init.ID, done, queued)
 	}
 	return nil
 }

@@ -5,6 +5,9 @@ package node
 //   - frames go out only to the attached connection, and only before the
 //     session closed it: closing detaches at once (the driver's ConnClosed
 //     for it is then stale and ignored);
+//   - connection ids only grow: a frame, close or Attach for a connection
+//     at or below newestConn that is neither attached nor the early one is
+//     stale and ignored (an Attach of one is closed unanswered);
 //   - pushes wait in gated until the gate opens; replies never wait;
 //   - an attachment's queued bytes are forgotten with it (the driver drops
 //     a closed connection's outbox);
@@ -21,8 +24,9 @@ import (
 // Attach in one Ready, but the driver delivers frames and envelopes on
 // different paths (the simulator delays envelopes on purpose), so a
 // client's AUTH can overtake its own HELLO_OK's Attach. Only one such
-// connection is remembered: a newer one replaces it, since an Attach can
-// name only the newest.
+// connection is remembered, the newest the session heard of: a newer one
+// replaces it, and reports about older ones are stale (Session.newestConn),
+// so a stale close can never take the slot a newer connection needs.
 type earlyConn struct {
 	conn   ConnID
 	frames []heldFrame
@@ -54,6 +58,11 @@ func (s *Session) onAttach(now int64, m *Attach) {
 		s.attachClosed()
 		return
 	}
+	if m.Conn <= s.newestConn && m.Conn != s.early.conn {
+		s.attachStale(m.Conn)
+		return
+	}
+	s.newestConn = m.Conn
 	if s.conn != 0 {
 		// A resume replaces the socket: the old one is closed, and its
 		// queued replies answer requests the new one never made.
@@ -78,9 +87,9 @@ func (s *Session) onAttach(now int64, m *Attach) {
 		ResumeToken: s.init.Token, ResumeOutcome: m.Outcome, ServerName: s.cfg.ServerName,
 		Compliance: wire.ComplianceMarker,
 	})
-	// Deliveries may flow again; those held while dormant wait for the
-	// gate, so HELLO_OK (and the reconcile) come first.
-	s.resumeSubscriptions()
+	// Subscriptions stay paused until the gate opens (openGate): what
+	// arrives before could not be sent, and an auto-ack subscription would
+	// only pile up held deliveries; HELLO_OK (and the reconcile) go first.
 	s.replayEarly(now, m.Conn)
 }
 
@@ -91,6 +100,21 @@ func (s *Session) onAttach(now int64, m *Attach) {
 func (s *Session) attachClosed() {
 	s.early = earlyConn{}
 	if s.conn == 0 && !s.dormant {
+		s.end()
+	}
+}
+
+// attachStale handles an Attach for a connection older than one the
+// session already heard of (two resumes with one identity; the newer won
+// the race): it is closed unanswered, and the session keeps its state.
+func (s *Session) attachStale(conn ConnID) {
+	sessionAssert(conn != s.conn, "the attached connection is never stale")
+	sessionAssert(s.newestConn > 0, "a stale connection needs a newer one")
+	s.flushSegment()
+	s.rd.Close = append(s.rd.Close, conn)
+	if s.conn == 0 && !s.dormant && s.early.conn == 0 {
+		// Never attached, and no newer Attach on its way: nobody waits
+		// for this session.
 		s.end()
 	}
 }
@@ -116,7 +140,11 @@ func (s *Session) replayEarly(now int64, conn ConnID) {
 
 // keepEarly keeps a frame for a connection not attached yet.
 func (s *Session) keepEarly(in *Frame) {
-	if s.early.conn != in.Conn {
+	if in.Conn <= s.newestConn && in.Conn != s.early.conn {
+		return // stale: a connection the session closed, replaced or passed over
+	}
+	if in.Conn > s.newestConn {
+		s.newestConn = in.Conn
 		s.early = earlyConn{conn: in.Conn}
 	}
 	e := &s.early
@@ -132,14 +160,20 @@ func (s *Session) onConnClosed(now int64, conn ConnID) {
 	if s.ended {
 		return
 	}
-	if conn != s.conn {
-		// Not the attached connection: one the session closed or replaced
-		// itself (stale report), or one whose Attach is still on its way
-		// (remember it, so that the Attach sends nothing on it).
-		if conn != 0 && (s.early.conn == conn || s.early.conn == 0) {
-			s.early.conn, s.early.closed = conn, true
+	if conn != s.conn || conn == 0 {
+		// Not the attached connection: one whose Attach is still on its
+		// way (newer than any seen, or the early one: remember the close,
+		// so that the Attach sends nothing on it), or one the session
+		// closed or replaced itself (a stale report, ignored: it must not
+		// take the early slot from a newer connection).
+		switch {
+		case conn > s.newestConn:
+			s.newestConn = conn
+			s.early = earlyConn{conn: conn, closed: true}
+		case conn == s.early.conn && conn != 0:
+			s.early.closed = true
 		}
-		return // a connection the session already closed or replaced
+		return
 	}
 	s.forgetConn()
 	s.afterTransportLoss(now)
@@ -161,9 +195,10 @@ func (s *Session) afterTransportLoss(now int64) {
 	sessionAssert(s.conn == 0, "transport loss with a connection attached")
 	sessionAssert(!s.ended && !s.dormant, "a transport lost twice")
 	// An unauthenticated session has nothing a client could resume into,
-	// and a draining broker must not hold sessions past its shutdown.
+	// and a draining broker holds sessions only for the drain's grace: it
+	// accepts reconnects that long (PROTOCOL 5.23), not past it.
 	grace := s.graceMs()
-	if !s.authed || grace <= 0 || s.draining {
+	if !s.authed || grace <= 0 || (s.draining && now >= s.drainDeadlineMs) {
 		s.end()
 		return
 	}
@@ -182,8 +217,10 @@ func (s *Session) closeConn() {
 
 // forgetConn drops everything that belonged to the attachment: the driver
 // drops a closed connection's outbox, so the session's count of its bytes
-// and its held pushes (PINGs, a GOING_AWAY) go too. Held deliveries stay:
-// they belong to the session and go to the next attachment.
+// and its held pushes (PINGs, a GOING_AWAY) go too, and so do the confirm
+// order and the subscriptions it was never told about. Held deliveries of
+// announced subscriptions stay: they belong to the session and go to the
+// next attachment.
 func (s *Session) forgetConn() {
 	s.conn = 0
 	s.gated = s.gated[:0]
@@ -192,6 +229,7 @@ func (s *Session) forgetConn() {
 	s.gateTimerMs, s.authTimerMs, s.pingTimerMs, s.lastRecvMs = 0, 0, 0, 0
 	s.auth = authWait{}
 	s.dropConfirms()
+	s.dropUnannounced()
 }
 
 // end unsubscribes everything (the partitions requeue at once) and tells
@@ -224,11 +262,18 @@ func (s *Session) end() {
 }
 
 // onShuttingDown: the broker drains. GOING_AWAY is a push (request id 0,
-// PROTOCOL 5.23), and from now on a lost transport ends the session.
+// PROTOCOL 5.23). For its grace the session still goes dormant when its
+// transport is lost (the broker accepts the reconnect); after it, a lost
+// transport ends the session. A later notice never lengthens the grace.
 func (s *Session) onShuttingDown(m *ShuttingDown) {
-	s.draining = true
+	deadlineMs := s.nowMs + max(m.GraceMs, 0)
+	if s.draining {
+		deadlineMs = min(deadlineMs, s.drainDeadlineMs)
+	}
+	s.draining, s.drainDeadlineMs = true, deadlineMs
+	sessionAssert(s.drainDeadlineMs <= s.nowMs+max(m.GraceMs, 0), "a drain notice lengthened the grace")
 	if s.conn != 0 {
-		s.push(wire.OpGoingAway, 0, &wire.GoingAway{GraceMs: uint64(max(m.GraceMs, 0)), Message: m.Message})
+		s.push(wire.OpGoingAway, 0, &wire.GoingAway{GraceMs: uint64(max(s.drainDeadlineMs-s.nowMs, 0)), Message: m.Message})
 	}
 }
 
@@ -342,8 +387,11 @@ func (s *Session) nextServerReqID() uint64 {
 // emit encodes one frame into the step's buffer for conn. The buffer is
 // reused across steps (the Ready is valid until the next Step), so the
 // deliver and confirm paths allocate nothing per frame; consecutive frames
-// for one connection form one Send (one write for many frames).
-func (s *Session) emit(conn ConnID, op wire.Opcode, requestID uint64, body wire.Body) {
+// for one connection form one Send (one write for many frames). A frame
+// that does not fit the outbox bound is taken back out and the connection
+// is cut; emit reports whether the frame went out (a delivery that did not
+// stays held for the next attachment).
+func (s *Session) emit(conn ConnID, op wire.Opcode, requestID uint64, body wire.Body) bool {
 	sessionAssert(conn == s.conn && conn != 0, "a frame for a connection that is not attached")
 	if s.sendConn != conn {
 		s.flushSegment()
@@ -351,8 +399,17 @@ func (s *Session) emit(conn ConnID, op wire.Opcode, requestID uint64, body wire.
 	}
 	before := len(s.buf)
 	s.buf = wire.AppendBodyFrame(s.buf, op, requestID, body)
+	if s.unwrittenBytes+len(s.gated)+len(s.buf)-before > s.cfg.OutboxBytesMax {
+		// Only this frame goes: the ones before it fit, and what they
+		// carry (deliveries already off held) must still reach the socket
+		// the driver flushes before closing it.
+		s.buf = s.buf[:before]
+		s.cutSlowConn()
+		return false
+	}
 	s.unwrittenBytes += len(s.buf) - before
-	s.checkOutbox()
+	sessionAssert(s.unwrittenBytes+len(s.gated) <= s.cfg.OutboxBytesMax, "the outbox outgrew its bound")
+	return true
 }
 
 // emitRaw appends already encoded frames (released pushes).
@@ -383,11 +440,14 @@ func (s *Session) checkOutbox() {
 	if s.unwrittenBytes+len(s.gated) <= s.cfg.OutboxBytesMax {
 		return
 	}
-	// The frames past the bound are already in the step's buffer; drop
-	// them, the driver closes the connection anyway.
-	if s.sendConn == s.conn && len(s.buf) > s.sendStart {
-		s.buf = s.buf[:s.sendStart]
-	}
+	s.cutSlowConn() // the held pushes go with the attachment
+}
+
+// cutSlowConn closes the attached connection for a reader too slow for
+// the outbox bound. Frames already in the step's buffer stay: each fit,
+// and the driver flushes them before it closes the connection.
+func (s *Session) cutSlowConn() {
+	sessionAssert(s.conn != 0, "cutting no connection")
 	s.closeConn()
 	s.afterTransportLoss(s.nowMs)
 }
@@ -414,5 +474,7 @@ func (s *Session) openGate() {
 		s.emitRaw(s.gated)
 		s.gated = s.gated[:0]
 	}
+	// Deliveries may flow again (paused since the transport was lost).
+	s.resumeSubscriptions()
 	s.flushHeld()
 }

@@ -30,15 +30,19 @@ func TestSessionDormantPausesSubscriptionsAndHoldsDeliveries(t *testing.T) {
 		t.Fatal("held deliveries were handed back")
 	}
 	h.attach(2, wire.ResumeResumed)
-	req = h.takeRequest(sessQOrders)
-	if p, ok := req.Input.(*core.PauseSubscription); !ok || p.Paused || p.SubID != sub {
-		t.Fatalf("resume sent %+v, want an unpause", req.Input)
+	if reqs := h.takeRequests(sessQOrders); len(reqs) != 0 {
+		t.Fatalf("resume sent %s before the gate opened", sessTypeName(reqs[0]))
 	}
 	h.expectNothing(2) // behind the handshake gate
 	h.frame(2, wire.OpReconcileClient, wire.ReconcileClient{Subscriptions: []wire.ReconcileSub{
 		{SubID: sub, Topic: "orders", AutoAck: true, Prefetch: 2}}})
 	if res := h.expect(2, wire.OpReconcileResult).body.(wire.ReconcileResult); len(res.Entries) != 1 || res.Entries[0].Code != wire.ReasonMatched {
 		t.Fatalf("reconcile %+v", res)
+	}
+	// The gate opened with the result: deliveries may flow again.
+	req = h.takeRequest(sessQOrders)
+	if p, ok := req.Input.(*core.PauseSubscription); !ok || p.Paused || p.SubID != sub {
+		t.Fatalf("the open gate sent %+v, want an unpause", req.Input)
 	}
 	for _, tag := range []uint64{1, 2} {
 		if d := h.expect(2, wire.OpDeliver).body.(wire.Deliver); d.DeliveryTag != tag {
@@ -113,6 +117,7 @@ func TestSessionResumeWithinGraceKeepsSubscriptionsAndLateAcks(t *testing.T) {
 	if h.ended {
 		t.Fatal("a resumed session ended on its old grace deadline")
 	}
+	h.takeOut() // the unpause, once the gate opened
 	h.frame(2, wire.OpAck, wire.Ack{Topic: "orders", Tags: []uint64{1}})
 	if a := h.takeRequest(sessQOrders).Input.(*core.Ack); a.SubID != sub {
 		t.Fatal("a late ack after resume was not routed")
@@ -143,9 +148,11 @@ func TestSessionLossEndsWithoutAuthGraceOrWhileDraining(t *testing.T) {
 		if ga := h.expect(1, wire.OpGoingAway); ga.hdr.RequestID != 0 {
 			t.Fatal("GOING_AWAY uses request id 0")
 		}
+		h.tick(100) // the drain's grace is over: no reconnect is accepted now
+		h.frame(1, wire.OpPing, wire.Ping{})
 		h.connClosed(1)
 		if !h.ended {
-			t.Fatal("a draining session went dormant")
+			t.Fatal("a session went dormant after the drain's grace")
 		}
 	})
 }

@@ -191,7 +191,8 @@ func (s *Session) newSub(q core.QueueID, prefetch uint32, autoAck bool) (*sessio
 
 // subscribe sends (or queues behind the partition's Open) a Subscribe.
 func (s *Session) subscribe(sub *sessionSub, token uint64) {
-	sub.subscribeSent = true
+	sessionAssert(s.pending[token].subID == sub.id, "a subscribe sent without its pending token")
+	sub.subscribeSent, sub.token = true, token
 	s.toPartition(sub.key, queuedRequest{token: token, kind: opSubscribe,
 		input: &core.Subscribe{SubID: sub.id, Prefetch: sub.prefetch, AutoAck: sub.autoAck}})
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"maps"
 	"slices"
 	"testing"
 
@@ -40,6 +41,7 @@ func TestSessionAgainstModel(t *testing.T) {
 				"close":      m.actClose,
 				"frame":      m.actFrame,
 				"staleFrame": m.actStaleFrame,
+				"staleClose": m.actStaleClose,
 				"authAnswer": m.actAuthAnswer,
 				"tick":       m.actTick,
 				"written":    m.actWritten,
@@ -58,7 +60,7 @@ func TestSessionAgainstModel(t *testing.T) {
 		// indexes more often than large ones, so the common actions come
 		// first and the disruptive ones last.
 		names := []string{"frame", "partStep", "nodeStep", "authAnswer", "written", "deliver", "frame", "partStep", "nodeStep",
-			"tick", "frame", "deliver", "written", "partStep", "attach", "frame", "tick", "lease", "staleFrame", "close", "ghost",
+			"tick", "frame", "deliver", "written", "partStep", "attach", "frame", "tick", "lease", "staleFrame", "staleClose", "close", "ghost",
 			"subEnded", "deliver", "shutdown"}
 		steps := rapid.IntRange(200, 700).Draw(t, "steps")
 		sessions := 1
@@ -89,15 +91,23 @@ type sessModel struct {
 	conns    map[ConnID]*sessModelConn
 	authed   bool // AUTH_OK seen on some connection of the session
 	draining bool
-	nodeQ    []Message
-	parts    map[core.QueueID]*sessModelPartition
-	// announced: sub ids the client was told (SUBSCRIBE_OK, RECONCILE_RESULT),
-	// or whose answer the session could not give (the asker was gone).
+	// drainDeadlineMs: the drain's grace ends (draining); until then a
+	// lost transport still makes the session dormant (PROTOCOL 5.23).
+	drainDeadlineMs int64
+	nodeQ           []Message
+	parts           map[core.QueueID]*sessModelPartition
+	// announced: sub ids the client was told (SUBSCRIBE_OK, RECONCILE_RESULT).
+	// A subscription whose answer could not reach its asker (the connection
+	// went) must never deliver: no ghost ids, even across a resume.
 	announced map[uint64]bool
 	opened    map[core.QueueID]bool
 	nextTag   uint64
 	// lostAtMs: when the session last lost its transport (0: attached).
 	lostAtMs int64
+	// autoTags: auto-ack deliveries handed to the session and not yet seen
+	// in a DELIVER (tag -> sub id): settled at the partition, so each must
+	// be sent or still held while its subscription lives.
+	autoTags map[uint64]uint64
 }
 
 type sessModelConn struct {
@@ -128,14 +138,21 @@ func newSessModel(t *rapid.T) *sessModel {
 	if sessChance(t, "noGrace", 12) {
 		grace = 0
 	}
+	// A small outbox (one largest frame): held deliveries near the held
+	// byte bound no longer fit it with their frame headers, so releasing
+	// them at a resume reaches the outbox bound mid-way.
+	outboxBytes := 1 << 20
+	if sessChance(t, "smallOutbox", 20) {
+		outboxBytes = 64 << 10
+	}
 	h := newSessHarness(t, func(c *Config) {
 		c.ReconnectGraceMs = grace
-		c.OutboxBytesMax = 1 << 20
+		c.OutboxBytesMax = outboxBytes
 		c.FramePayloadBytesMax = 64 << 10
 		c.SubscriptionsPerSessionMax = 3
 	})
 	m := &sessModel{h: h, t: t, conns: map[ConnID]*sessModelConn{}, parts: map[core.QueueID]*sessModelPartition{},
-		announced: map[uint64]bool{}, opened: map[core.QueueID]bool{}}
+		announced: map[uint64]bool{}, opened: map[core.QueueID]bool{}, autoTags: map[uint64]uint64{}}
 	for _, q := range sessModelQueues {
 		m.parts[q] = &sessModelPartition{subs: map[uint64]*sessModelSub{}}
 	}
@@ -151,28 +168,80 @@ func newSessModel(t *rapid.T) *sessModel {
 // step feeds one input and checks everything it produced.
 func (m *sessModel) step(in Input) {
 	sessModelSteps++
-	for token := range m.h.s.pending {
-		m.markUnannounceable(token)
-	}
 	wasDormant, wasAttached := m.h.s.dormant, m.h.s.conn != 0
 	m.h.step(in)
 	if wasAttached && m.h.s.dormant {
 		m.lostAtMs = m.h.now
 	}
-	if wasDormant && m.h.ended && m.h.now < m.lostAtMs+m.h.cfg.ReconnectGraceMs {
+	// Only the held bounds may end a dormant session early (a delivery that
+	// does not fit them).
+	if wasDormant && m.h.ended && m.h.now < m.lostAtMs+m.h.cfg.ReconnectGraceMs && !sessIsDeliveries(in) {
 		m.t.Fatalf("a dormant session ended %d ms into a %d ms grace", m.h.now-m.lostAtMs, m.h.cfg.ReconnectGraceMs)
 	}
-	m.routeOut()
+	gateOpen := m.h.s.conn != 0 && m.h.s.gateOpen
+	m.routeOut(gateOpen)
 	m.checkFrames()
 	m.checkDormantPaused()
+	m.checkAutoAckKept()
 }
 
-// routeOut moves the session's envelopes into the model inboxes.
-func (m *sessModel) routeOut() {
+func sessIsDeliveries(in Input) bool {
+	d, ok := in.(*Deliver)
+	if !ok {
+		return false
+	}
+	_, ok = d.Envelope.Msg.(*Deliveries)
+	return ok
+}
+
+// checkAutoAckKept: an auto-ack delivery is never dropped while its
+// subscription lives (it is sent, or held for the next attachment).
+func (m *sessModel) checkAutoAckKept() {
+	for _, tag := range sessSortedKeys(m.autoTags) {
+		sub := m.h.s.subsByID[m.autoTags[tag]]
+		if sub == nil {
+			delete(m.autoTags, tag) // gone with its subscription
+			continue
+		}
+		if !slices.ContainsFunc(sub.held, func(d core.Delivery) bool { return d.Tag == tag }) {
+			m.t.Fatalf("auto-ack delivery %d of sub %d neither sent nor held: lost", tag, sub.id)
+		}
+	}
+}
+
+func sessSortedKeys(m map[uint64]uint64) []uint64 {
+	keys := make([]uint64, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// routeOut moves the session's envelopes into the model inboxes;
+// gateOpen says whether the step left an attachment with an open gate.
+func (m *sessModel) routeOut(gateOpen bool) {
+	// Deliveries restart only once they can be sent: before, an auto-ack
+	// subscription would just pile them up held. (A step may unpause and
+	// pause again, or end: the gate opened, then the outbox bound cut.)
+	lastPause := map[uint64]bool{}
+	defer func() {
+		for _, id := range slices.Sorted(maps.Keys(lastPause)) {
+			if !lastPause[id] && !gateOpen {
+				m.t.Fatalf("sub %d unpaused behind a closed gate", id)
+			}
+		}
+	}()
 	for _, env := range m.h.takeOut() {
 		switch msg := env.Msg.(type) {
 		case *Request:
 			q := env.To.Queue
+			switch in := msg.Input.(type) {
+			case *core.PauseSubscription:
+				lastPause[in.SubID] = in.Paused
+			case *core.Unsubscribe:
+				lastPause[in.SubID] = true // ended after all (the cut ended the session)
+			}
 			p := m.parts[q]
 			if p == nil {
 				m.t.Fatalf("request to unknown partition %v", q)
@@ -217,6 +286,7 @@ func (m *sessModel) checkFrame(c *sessModelConn, f sessFrame) {
 		}
 		if op == wire.OpDeliver {
 			d := f.body.(wire.Deliver)
+			delete(m.autoTags, d.DeliveryTag)
 			if !m.announced[d.SubID] {
 				m.t.Fatalf("DELIVER for sub %d before the client learned of it", d.SubID)
 			}
@@ -273,11 +343,21 @@ func (m *sessModel) actAttach(t *rapid.T) {
 	m.conns[conn] = &sessModelConn{helloAtMs: m.h.now, outstanding: map[uint64]wire.Opcode{1: wire.OpHello}}
 	ended := m.h.ended
 	old := m.attached
-	// The client's first frames may overtake the Attach envelope.
+	// The client's first frames may overtake the Attach envelope, and so
+	// may the driver's report that the peer closed it: then nothing may
+	// be sent on it and the session keeps what it had.
 	if !ended && sessChance(t, "early", 25) {
 		m.sendFrame(conn, wire.OpPing, wire.Ping{})
 	}
-	if !ended {
+	// (Not the first: a session that never had a connection just ends.)
+	earlyClosed := !ended && conn > 1 && sessChance(t, "earlyClosed", 8)
+	if earlyClosed {
+		m.h.closed[conn] = true
+		m.step(&ConnClosed{NowMs: m.h.now, Conn: conn})
+		ended = m.h.ended
+	}
+	wasDormant := m.h.s.dormant
+	if !ended && !earlyClosed {
 		m.attached = conn
 	}
 	m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: NodeAddr(), To: SessionAddr(sessTestID),
@@ -289,9 +369,30 @@ func (m *sessModel) actAttach(t *rapid.T) {
 		return
 	}
 	delete(m.conns[conn].outstanding, 1)
+	if earlyClosed {
+		if m.h.s.conn == conn || (wasDormant && !m.h.s.dormant && !m.h.ended) {
+			t.Fatalf("the session attached connection %d after its close (dormant before %v, after %v)", conn, wasDormant, m.h.s.dormant)
+		}
+		return
+	}
 	if old != 0 && !m.h.closed[old] {
 		t.Fatal("a resume left the previous connection open")
 	}
+}
+
+// actStaleClose reports the close of a connection that is not attached
+// (one the session closed or replaced itself: the driver's report comes
+// later): the session ignores it, and it must not hide the close of a
+// newer connection that overtakes its Attach (actAttach's earlyClosed).
+func (m *sessModel) actStaleClose(t *rapid.T) {
+	if m.nextConn < 1 {
+		return
+	}
+	conn := ConnID(rapid.IntRange(1, int(m.nextConn)).Draw(t, "staleConn"))
+	if conn == m.attached && !m.h.closed[conn] {
+		return
+	}
+	m.step(&ConnClosed{NowMs: m.h.now, Conn: conn})
 }
 
 func (m *sessModel) actClose(t *rapid.T) {
@@ -301,10 +402,14 @@ func (m *sessModel) actClose(t *rapid.T) {
 	conn := m.attached
 	m.attached = 0
 	m.h.closed[conn] = true
-	wasAuthed := m.h.s.authed
+	wasAuthed, wasAttached := m.h.s.authed, m.h.s.conn == conn
 	m.step(&ConnClosed{NowMs: m.h.now, Conn: conn})
-	if wasAuthed && m.h.cfg.ReconnectGraceMs > 0 && !m.draining && !m.h.ended && !m.h.s.dormant {
-		t.Fatal("an authenticated session with grace neither went dormant nor ended")
+	inDrainGrace := !m.draining || m.h.now < m.drainDeadlineMs
+	if wasAttached && wasAuthed && m.h.cfg.ReconnectGraceMs > 0 && inDrainGrace && !m.h.s.dormant {
+		t.Fatal("an authenticated session with grace (and in a drain's grace, if draining) did not go dormant")
+	}
+	if wasAttached && m.draining && !inDrainGrace && !m.h.ended {
+		t.Fatal("a session held past the drain's grace")
 	}
 }
 
@@ -545,24 +650,39 @@ func (m *sessModel) actDeliver(t *rapid.T) {
 	m.deliverTo(q, rapid.SampledFrom(ids).Draw(t, "sub"))
 }
 
-// deliverTo delivers one message to sub if it has credit.
+// deliverTo delivers a batch of up to four messages to sub, as far as it
+// has credit (a partition dispatches in batches: a resume then releases
+// several held ones at once).
 func (m *sessModel) deliverTo(q core.QueueID, id uint64) {
 	sub := m.parts[q].subs[id]
-	if sub.paused || (!sub.autoAck && sub.inflight >= int(sub.prefetch)) {
+	n := rapid.IntRange(1, 4).Draw(m.t, "batch")
+	var items []core.Delivery
+	for len(items) < n && !sub.paused && (sub.autoAck || sub.inflight < int(sub.prefetch)) {
+		if !sub.autoAck {
+			sub.inflight++
+		}
+		m.nextTag++
+		if sub.autoAck {
+			m.autoTags[m.nextTag] = id
+		}
+		// Some payloads are large, so a client that reports nothing
+		// written reaches the outbox bound.
+		body := sessBody("d")
+		switch {
+		case sessChance(m.t, "large", 5):
+			body = &core.Body{Payload: make([]byte, 200<<10)}
+		case m.h.cfg.OutboxBytesMax < 1<<20 && sessChance(m.t, "medium", 50):
+			// Four fit the held bound (64 KiB) but not, with their frame
+			// headers and HELLO_OK, the outbox.
+			body = &core.Body{Payload: make([]byte, 16<<10-8)}
+		}
+		items = append(items, core.Delivery{SubID: id, Tag: m.nextTag, Offset: m.nextTag, Body: body})
+	}
+	if len(items) == 0 {
 		return
 	}
-	if !sub.autoAck {
-		sub.inflight++
-	}
-	m.nextTag++
-	// Some payloads are large, so a client that reports nothing written
-	// reaches the outbox bound.
-	body := sessBody("d")
-	if sessChance(m.t, "large", 5) {
-		body = &core.Body{Payload: make([]byte, 200<<10)}
-	}
 	m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: PartitionAddr(q), To: SessionAddr(sessTestID),
-		Msg: &Deliveries{Queue: q, SubID: id, Items: []core.Delivery{{SubID: id, Tag: m.nextTag, Offset: m.nextTag, Body: body}}}}})
+		Msg: &Deliveries{Queue: q, SubID: id, Items: items}}})
 }
 
 // actLeaseExpiry: a lease ran out, so the partition may deliver again.
@@ -607,28 +727,16 @@ func (m *sessModel) actSubEnded(t *rapid.T) {
 }
 
 func (m *sessModel) actShutdown(t *rapid.T) {
-	if !sessChance(t, "drain", 4) {
-		return // rare: a drain ends the session at its next disconnect
+	if !sessChance(t, "drain", 20) {
+		return // rare: after its grace, a drain ends the session at its next disconnect
+	}
+	graceMs := rapid.SampledFrom([]int64{0, 100, 4000}).Draw(t, "drainGraceMs")
+	if !m.draining || m.h.now+graceMs < m.drainDeadlineMs {
+		m.drainDeadlineMs = m.h.now + graceMs
 	}
 	m.draining = true
 	m.step(&Deliver{NowMs: m.h.now, Envelope: Envelope{From: NodeAddr(), To: SessionAddr(sessTestID),
-		Msg: &ShuttingDown{GraceMs: 100, Message: "drain"}}})
-}
-
-// markUnannounceable: a subscribe (or restore) answered while its asker is
-// gone can never be announced to it; deliveries may still reach the new
-// connection (which drops them and reconciles).
-func (m *sessModel) markUnannounceable(token uint64) {
-	op, ok := m.h.s.pending[token]
-	if !ok || (op.gen == m.h.s.gen && m.h.s.conn != 0) {
-		return
-	}
-	m.announced[op.subID] = true
-	if op.recon != nil {
-		for _, sub := range op.recon.restored {
-			m.announced[sub.id] = true
-		}
-	}
+		Msg: &ShuttingDown{GraceMs: graceMs, Message: "drain"}}})
 }
 
 // sessChance draws an event of about pct percent. rapid favours small values

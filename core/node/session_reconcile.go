@@ -126,6 +126,12 @@ func (s *Session) reconcileOne(run *reconcileRun, policy wire.ReconcilePolicy, q
 func (s *Session) restoreDone(op pendingOp, ok bool) {
 	run := op.recon
 	sessionAssert(run != nil && run.waiting > 0, "a restore outcome for no waiting reconcile")
+	if run.gen != s.gen || s.conn == 0 {
+		// The run went with its attachment (its restored subscriptions
+		// were dropped then); a late refusal of one it had already lost
+		// changes nothing.
+		return
+	}
 	if !ok {
 		e := &run.entries[op.entry]
 		sessionAssert(e.Client.Present, "a restore entry without its client view")
@@ -139,16 +145,21 @@ func (s *Session) restoreDone(op pendingOp, ok bool) {
 
 // finishReconcile sends the result, then lets restored subscriptions'
 // deliveries flow and opens the gate. The result goes to the attachment
-// that asked; if it is gone the client reconciles again on its next one,
-// and the restored subscriptions it does not know end then.
+// that asked: a run whose attachment went never finishes, since its
+// restored subscriptions (unannounced) were dropped with it and their
+// tokens forgotten (dropUnannounced), so no ghost is ever announced.
 func (s *Session) finishReconcile(run *reconcileRun) {
 	sessionAssert(run.waiting == 0, "a reconcile finished with restores pending")
 	sessionAssert(!run.building, "a reconcile finished while its entries were decided")
 	sessionAssert(len(run.restored) <= len(run.entries), "more restores than reconcile entries")
+	sessionAssert(run.gen == s.gen && s.conn != 0, "a reconcile finished after its attachment went")
 	// Stable: entries that compare equal (a repeat of one key) keep the
 	// order the client listed them in.
 	slices.SortStableFunc(run.entries, compareReconcileEntries)
 	s.replyOn(run.gen, wire.OpReconcileResult, run.requestID, &wire.ReconcileResult{Entries: run.entries})
+	if s.ended {
+		return // the result overflowed the outbox and the cut ended the session
+	}
 	for _, sub := range run.restored {
 		if s.subsByID[sub.id] == sub && sub.active {
 			s.announce(sub)

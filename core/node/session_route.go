@@ -9,6 +9,8 @@ package node
 //   - a delivery is encoded only for an announced subscription of an
 //     attached session with an open gate; otherwise it is held, and a
 //     manual-ack subscription holds at most max(prefetch, 1);
+//   - a subscription is unannounced only while the attachment that asked
+//     for it is attached: it is dropped (and unsubscribed) with it;
 //   - a delivery for a subscription the session does not have is handed
 //     back at once (Unsubscribe), so the partition requeues it instead of
 //     letting its lease burn a retry (the ghost-subscription defect).
@@ -71,6 +73,7 @@ type sessionSub struct {
 	active        bool // the partition accepted it
 	announced     bool // SUBSCRIBE_OK or RECONCILE_RESULT went out: deliveries may follow
 	paused        bool
+	token         uint64 // its Subscribe's (or restore's) token in pending, until answered
 	held          []core.Delivery
 }
 
@@ -265,6 +268,9 @@ func (s *Session) onSubscribed(op pendingOp) {
 		s.replyError(op.gen, wire.OpSubscribeErr, op.requestID, wire.CodeInternal, msgSubscriptionGone)
 		return
 	}
+	// Only the asking attachment can learn of it: when that attachment
+	// went, forgetConn dropped the subscription and its token.
+	sessionAssert(op.gen == s.gen && s.conn != 0, "a subscribe answered after its attachment went")
 	// Active: the partition knows it, so the end must unsubscribe it.
 	sub.active = true
 	if op.kind == opRestore {
@@ -273,6 +279,11 @@ func (s *Session) onSubscribed(op pendingOp) {
 	}
 	s.replyOn(op.gen, wire.OpSubscribeOk, op.requestID, &wire.SubscribeOk{SubID: sub.id, Topic: sub.key.Topic,
 		Partition: sub.key.Partition, Group: sub.group, Prefetch: sub.prefetch})
+	if s.subsByID[sub.id] != sub {
+		// The answer overflowed the outbox: the cut dropped the subscription
+		// (unannounced) or ended the session. Nothing to announce.
+		return
+	}
 	s.announce(sub)
 	s.skeletonChanged()
 }
@@ -300,14 +311,17 @@ func (s *Session) onDeliveries(m *Deliveries) {
 		d := &m.Items[i]
 		sessionAssert(d.SubID == m.SubID, "a delivery batch mixes subscriptions")
 		sessionAssert(!d.Body.IsStored() || len(d.Body.Payload) == int(d.Body.Ref.LengthBytes), "a stored body reached the session unread")
-		// Held ones go first: order within a subscription is kept.
-		if s.conn != 0 && s.gateOpen && sub.announced && len(sub.held) == 0 {
-			s.encodeDeliver(sub, d)
-		} else {
-			s.hold(sub, *d)
-		}
+		// Held ones go first: order within a subscription is kept. One
+		// the outbox bound refused is held for the next attachment.
+		sent := s.conn != 0 && s.gateOpen && sub.announced && len(sub.held) == 0 && s.encodeDeliver(sub, d)
 		if s.ended || s.subsByID[m.SubID] != sub {
 			return // the outbox bound cut the connection and the session ended
+		}
+		if !sent {
+			s.hold(sub, *d)
+		}
+		if s.ended {
+			return // held over its bounds: the session ended
 		}
 	}
 }
@@ -321,14 +335,17 @@ func (s *Session) hold(sub *sessionSub, d core.Delivery) {
 		// subscription, so the oldest held one has expired there (a
 		// redelivery replaced it): dropping it loses nothing.
 		s.heldBytes -= len(sub.held[0].Body.Payload)
+		s.heldCount--
 		sub.held[0] = core.Delivery{}
 		sub.held = sub.held[1:]
 	}
 	// An auto-ack delivery is already settled: dropping it would lose the
-	// message, so auto-ack subscriptions hold every one, bounded in bytes.
+	// message, so auto-ack subscriptions hold every one, bounded in bytes
+	// and in count (an empty payload weighs no bytes).
 	sub.held = append(sub.held, d)
 	s.heldBytes += len(d.Body.Payload)
-	if s.heldBytes > s.cfg.OutboxBytesMax {
+	s.heldCount++
+	if s.heldBytes > s.cfg.OutboxBytesMax || s.heldCount > heldDeliveriesMax {
 		// A session nobody reads cannot hold without bound.
 		s.end()
 	}
@@ -363,19 +380,19 @@ func (s *Session) anyHeld() bool {
 	return false
 }
 
-// flushSub sends one subscription's held deliveries, in order. Each is
-// taken off the list before it is encoded: encoding can cut the connection
-// (outbox bound) and even end the session, which drops what is still held.
+// flushSub sends one subscription's held deliveries, in order. Each
+// leaves the list only once its frame is in the outbox: encoding can cut
+// the connection (outbox bound), and the one refused stays held for the
+// next attachment, or goes with the session if the cut ended it.
 func (s *Session) flushSub(sub *sessionSub) {
 	for len(sub.held) > 0 && s.conn != 0 && s.gateOpen {
-		d := sub.held[0]
+		if !s.encodeDeliver(sub, &sub.held[0]) {
+			return // cut: held is as it was, or dropped with the session
+		}
+		s.heldBytes -= len(sub.held[0].Body.Payload)
+		s.heldCount--
 		sub.held[0] = core.Delivery{}
 		sub.held = sub.held[1:]
-		s.heldBytes -= len(d.Body.Payload)
-		s.encodeDeliver(sub, &d)
-		if s.subsByID[sub.id] != sub {
-			return
-		}
 	}
 	if len(sub.held) == 0 {
 		sub.held = nil // give the drained backing array back
@@ -387,7 +404,7 @@ func (s *Session) flushSub(sub *sessionSub) {
 // count uses strconv's small-number strings; fibril.retries appears only
 // when the count is above 0 (PROTOCOL 5.8). Request ids come from the
 // connection's server counter.
-func (s *Session) encodeDeliver(sub *sessionSub, d *core.Delivery) {
+func (s *Session) encodeDeliver(sub *sessionSub, d *core.Delivery) bool {
 	sessionAssert(s.gateOpen && sub.announced, "a DELIVER before the gate opened or before SUBSCRIBE_OK")
 	sessionAssert(!s.dormant, "a DELIVER from a dormant session")
 	body := d.Body
@@ -406,11 +423,12 @@ func (s *Session) encodeDeliver(sub *sessionSub, d *core.Delivery) {
 		}
 		m.Headers, s.headers = hs, hs
 	}
-	s.emit(s.conn, wire.OpDeliver, s.nextServerReqID(), m)
+	sent := s.emit(s.conn, wire.OpDeliver, s.nextServerReqID(), m)
 	// Keep no reference to the payload past the step: the body belongs to
 	// the envelope, and a stored one's bytes to the driver.
 	m.Payload, m.Headers = nil, nil
 	clear(s.headers)
+	return sent
 }
 
 // onSubscriptionEnded: the partition ended a subscription on its side.
@@ -432,7 +450,9 @@ func (s *Session) closeSub(sub *sessionSub, code wire.ReasonCode, msg string) {
 	if s.conn != 0 && sub.announced {
 		s.push(wire.OpSubscriptionClosed, s.nextServerReqID(), &wire.SubscriptionClosed{SubID: sub.id, Code: code, Message: msg})
 	}
-	s.skeletonChanged()
+	if !s.ended { // the push may overflow the outbox, and the cut end the session
+		s.skeletonChanged()
+	}
 }
 
 // onBounced: an envelope's receiver does not exist. Only a partition can
@@ -465,9 +485,39 @@ func (s *Session) dropSub(sub *sessionSub) {
 	for i := range sub.held {
 		s.heldBytes -= len(sub.held[i].Body.Payload)
 	}
+	s.heldCount -= len(sub.held)
 	sub.held = nil
 	delete(s.subs, sub.key)
 	delete(s.subsByID, sub.id)
+}
+
+// dropUnannounced ends the subscriptions the current attachment asked for
+// and was not told about yet (SUBSCRIBE_OK or RECONCILE_RESULT pending):
+// the attachment is going, and nobody else can learn their sub ids, so
+// kept they would be ghosts (deliveries under an unknown id, a retried
+// SUBSCRIBE refused with 409). Their answers will find no token; what the
+// partition already delivered to them is handed back with the
+// Unsubscribe (auto-ack ones are settled: the client never had them).
+func (s *Session) dropUnannounced() {
+	if len(s.subs) == 0 {
+		return
+	}
+	skeleton := false
+	for _, key := range sortedSubKeys(s.subs) {
+		sub := s.subs[key]
+		if sub.announced {
+			continue
+		}
+		if op, ok := s.pending[sub.token]; ok && op.subID == sub.id {
+			sessionAssert(op.gen == s.gen, "an unannounced subscription of an older attachment")
+			delete(s.pending, sub.token)
+		}
+		skeleton = skeleton || sub.active
+		s.unsubscribe(sub) // behind its Subscribe (FIFO per pair, or behind the Open)
+	}
+	if skeleton {
+		s.skeletonChanged() // a restored one was active, so in the skeleton
+	}
 }
 
 // pauseSubscriptions stops (or restarts) new deliveries to every
@@ -486,13 +536,14 @@ func (s *Session) pauseSubscriptions(paused bool) {
 	}
 }
 
-// resumeSubscriptions restarts deliveries to a resumed session; those
-// already held go out once the gate opens.
+// resumeSubscriptions restarts deliveries once the resumed session's gate
+// opened (before, they could only be held).
 func (s *Session) resumeSubscriptions() { s.pauseSubscriptions(false) }
 
 // skeletonChanged tells the Node the session's accepted subscriptions, so
 // that a restarted broker can answer resumed_after_restart (PROTOCOL 7.7).
 func (s *Session) skeletonChanged() {
+	sessionAssert(!s.ended, "an ended session has no skeleton to change")
 	msg := &SkeletonChanged{Subs: make([]SkeletonSub, 0, len(s.subs))}
 	for _, key := range sortedSubKeys(s.subs) {
 		if sub := s.subs[key]; sub.active {
