@@ -21,6 +21,10 @@ type Options struct {
 	// SkipCheck skips the checker in RunChecked (measuring the simulator
 	// alone); a run that aborts still reports through Result.Aborted.
 	SkipCheck bool
+	// NodeCore runs the node-core driver (brokers of Node, Session and Host
+	// machines, wire clients) instead of the old partition driver, which
+	// stays the default only until the node core's machines land.
+	NodeCore bool
 }
 
 // Result is one run: its history, trace hash and counters.
@@ -89,12 +93,26 @@ func Run(sc *Scenario, seed uint64, opts Options) (res *Result) {
 		res.TraceHash = w.rec.hash
 		res.Stats = w.stats
 		res.Stats.SimMs = w.nowMs
-		res.Net = w.net.stats
-		res.Stats.FaultsInjected += w.net.stats.LostTransmissions + w.net.stats.Duplicates + w.net.stats.Resets
-		for _, n := range w.nodes {
-			res.Stats.Crashes += n.stats.Crashes
-			res.Stats.Spills += n.stats.Spills
-			res.Stats.Steps += n.stats.Steps
+		if w.legacy {
+			res.Net = w.net.stats
+			res.Stats.FaultsInjected += w.net.stats.LostTransmissions + w.net.stats.Duplicates + w.net.stats.Resets
+			for _, n := range w.nodes {
+				res.Stats.Crashes += n.stats.Crashes
+				res.Stats.Spills += n.stats.Spills
+				res.Stats.Steps += n.stats.Steps
+			}
+		} else if w.fabric != nil {
+			fs := w.fabric.stats
+			res.Net = NetStats{Packets: fs.Chunks, LostTransmissions: fs.LostTransmissions, Duplicates: fs.Duplicates,
+				Resets: fs.Resets, Partitions: fs.Partitions}
+			res.Stats.FaultsInjected += fs.LostTransmissions + fs.Duplicates + fs.Resets
+			for _, b := range w.brokers {
+				res.Stats.Crashes += b.stats.Crashes
+				res.Stats.PowerLosses += b.stats.PowerLosses
+				res.Stats.Spills += b.stats.Spills
+				res.Stats.Steps += b.stats.Steps
+				res.Stats.Snapshots += b.stats.Snapshots
+			}
 		}
 		res.Aborted = w.aborted
 		res.Drained = w.quiescent
@@ -117,7 +135,7 @@ func trimStack(stack []byte) string {
 
 func newWorld(sc *Scenario, seed uint64, opts Options) *World {
 	w := &World{scenario: sc, seed: seed, swarm: opts.Swarm, rng: NewRand(seed),
-		checkInvariants: opts.CheckInvariants, wrapFn: opts.Wrap, phase: phaseSafety}
+		checkInvariants: opts.CheckInvariants, wrapFn: opts.Wrap, phase: phaseSafety, legacy: !opts.NodeCore}
 	w.rec = newRecorder(w)
 	faultRng := w.rng.Fork()
 	w.safetyFaults = sc.Faults
@@ -131,7 +149,9 @@ func newWorld(sc *Scenario, seed uint64, opts Options) *World {
 				queueID: core.QueueID{Topic: q.Topic, Partition: uint32(p)}})
 		}
 	}
-	w.net = &Network{w: w, rng: w.rng.Fork()}
+	if w.legacy {
+		w.net = &Network{w: w, rng: w.rng.Fork()}
+	}
 	w.rec.history.Meta = w.meta()
 	w.rec.hashLine(w.rec.history.Meta.Replay)
 	w.rec.hashLine(w.safetyFaults.String())
@@ -144,6 +164,9 @@ func (w *World) meta() checker.Meta {
 		Faults: w.safetyFaults.String(), LeaseMs: sc.LeaseMs, GlobalDLQ: sc.GlobalDLQ,
 		PrefetchMax: core.DefaultConfig(core.QueueID{Topic: "x"}).PrefetchMax,
 		Replay:      ReplayCommand(sc.Name, w.seed, Options{Swarm: w.swarm})}
+	if !w.legacy {
+		m.ReconnectGraceMs = w.nodeConfig().ReconnectGraceMs
+	}
 	for _, q := range sc.Queues {
 		m.Queues = append(m.Queues, checker.QueueSpec{Topic: q.Topic, Partitions: q.Partitions, MaxRetries: q.MaxRetries,
 			DLQKind: uint8(q.DLQ.Kind), DLQTarget: q.DLQ.Target.Topic, DefaultTTLMs: q.DefaultTTLMs, DeadLetterSink: q.DeadLetterSink})
@@ -155,6 +178,10 @@ func (w *World) meta() checker.Meta {
 }
 
 func (w *World) setup() {
+	if !w.legacy {
+		w.setupBrokers()
+		return
+	}
 	sc := w.scenario
 	nodeCount := max(sc.NodeCount, 1)
 	for i := 0; i < nodeCount; i++ {
@@ -198,12 +225,19 @@ func (w *World) finish() {
 	if !w.quiescent {
 		w.rec.add(checker.Event{Kind: checker.KindDeadLock, Text: w.stuckReport()})
 	}
+	if !w.legacy {
+		w.finishBrokers()
+		return
+	}
 	for _, n := range w.nodes {
 		n.recordFinal()
 	}
 }
 
 func (w *World) stuckReport() string {
+	if !w.legacy {
+		return w.stuckReportBrokers()
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "not drained %dms into the liveness phase:", w.scenario.Workload.LivenessPhaseMaxMs)
 	fmt.Fprintf(&b, " packets in flight %d;", w.net.inFlight)

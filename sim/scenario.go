@@ -18,6 +18,24 @@ type Scenario struct {
 	Workload    Workload
 	Faults      Faults           // used as is unless the run is in swarm mode
 	Schedule    []ScheduledFault // applied in both modes
+	// Broker overrides the simulator's node-core config (zero fields keep
+	// the simulator's defaults, see World.nodeConfig).
+	Broker BrokerKnobs
+}
+
+// BrokerKnobs are the node-core limits and timings a scenario may change.
+// Zero keeps the simulator's default.
+type BrokerKnobs struct {
+	ReconnectGraceMs        int64
+	NoReconnectGrace        bool // grace 0: a dropped session ends at once
+	ResumeRestartTTLMs      int64
+	HeartbeatIntervalMs     int64
+	HandshakeTimeoutMs      int64
+	AuthTimeoutMs           int64
+	OutboxBytesMax          int
+	ResidentPayloadBytesMax int64
+	SnapshotEntriesMin      int
+	DeadLetterRetryMaxMs    int64
 }
 
 // QueueConfig declares one queue on every node that hosts it.
@@ -52,6 +70,7 @@ type Workload struct {
 	TTLMinMs               int64
 	TTLMaxMs               int64
 	KeyedRatio             float64 // share of partitioned-queue publishes routed by key
+	LargePayloadRatio      float64 // share of publishes with a 512-byte payload (spilled past the budget)
 
 	PrefetchMin  uint32
 	PrefetchMax  uint32
@@ -66,6 +85,8 @@ type Workload struct {
 	SilentRatio      float64 // never settle (the lease expires)
 	DisconnectRatio  float64 // drop the connection instead of settling
 	UnsubscribeRatio float64 // end the subscription instead of settling
+	NotReadingRatio  float64 // stop reading the link for a while instead of settling (a slow consumer)
+	NotReadingMaxMs  int64
 	AckBatchMax      int     // acks of one subscription sent together (1 = one per request)
 	AckBatchWindowMs int64   // how long a consumer gathers an ack batch
 
@@ -86,6 +107,9 @@ const (
 	FaultClockJump        FaultKind = 3 // move node Target's clock by AmountMs
 	FaultVanish           FaultKind = 4 // Ratio of consumers stop settling for DurationMs
 	FaultResetConnections FaultKind = 5 // reset Ratio of the client connections
+	FaultPowerLoss        FaultKind = 6 // power loss of node Target now
+	FaultDropSessions     FaultKind = 7 // Ratio of the clients drop their links (sessions go dormant)
+	FaultSlowConsumers    FaultKind = 8 // Ratio of the consumers stop reading for DurationMs
 )
 
 func (k FaultKind) String() string {
@@ -100,6 +124,12 @@ func (k FaultKind) String() string {
 		return "vanish"
 	case FaultResetConnections:
 		return "reset-connections"
+	case FaultPowerLoss:
+		return "power-loss"
+	case FaultDropSessions:
+		return "drop-sessions"
+	case FaultSlowConsumers:
+		return "slow-consumers"
 	}
 	return fmt.Sprintf("fault(%d)", uint8(k))
 }
@@ -185,7 +215,7 @@ func (s *Scenario) validate() error {
 	case w.TTLRatio > 0 && (w.TTLMinMs < 0 || w.TTLMaxMs < w.TTLMinMs):
 		return fmt.Errorf("sim: scenario %s: TTL is not a range", s.Name)
 	}
-	if sum := w.RetryRatio + w.RetryAfterRatio + w.FailRatio + w.SilentRatio + w.DisconnectRatio + w.UnsubscribeRatio; sum > 1 {
+	if sum := w.RetryRatio + w.RetryAfterRatio + w.FailRatio + w.SilentRatio + w.DisconnectRatio + w.UnsubscribeRatio + w.NotReadingRatio; sum > 1 {
 		return fmt.Errorf("sim: scenario %s: consumer behaviour ratios add up to %.2f > 1", s.Name, sum)
 	}
 	topics := map[string]bool{}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/fibril-go/fibril/checker"
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/node"
 )
 
 // The world is one run: the event queue, the true clock, the network, the
@@ -53,6 +54,15 @@ type World struct {
 	aborted         string
 	quiescent       bool
 
+	// The node-core driver (Scenario.Legacy false).
+	legacy         bool
+	fabric         *Fabric
+	brokers        []*Broker
+	peers          []*Peer
+	declarer       *Peer
+	nodeCfg        node.Config
+	clientsStarted bool
+
 	nextConnID uint64
 	nextOp     uint64
 	nextSubID  uint64
@@ -66,7 +76,9 @@ type RunStats struct {
 	Deliveries     uint64
 	Settles        uint64
 	FaultsInjected uint64 // crashes, torn writes, partitions, clock jumps, resets, lost and duplicated packets, vanishes
-	Crashes        uint64
+	Crashes        uint64 // process crashes (page cache kept)
+	PowerLosses    uint64 // power losses (unsynced data dropped)
+	Snapshots      uint64
 	Spills         uint64 // payloads the nodes dropped from memory and resolved again
 	Steps          uint64
 	Events         uint64
@@ -133,7 +145,7 @@ func (w *World) startFaultProcesses() {
 			if w.phase != phaseSafety {
 				return
 			}
-			w.net.partition(f.PartitionClientsRatio, w.rng.RangeInt64(1, 2*f.PartitionMeanDurationMs), "random")
+			w.partitionNet(f.PartitionClientsRatio, w.rng.RangeInt64(1, 2*f.PartitionMeanDurationMs), "random")
 			w.after(w.rng.RangeInt64(1, 2*f.PartitionMeanIntervalMs), next)
 		}
 		w.after(w.rng.RangeInt64(1, 2*f.PartitionMeanIntervalMs), next)
@@ -144,8 +156,16 @@ func (w *World) startFaultProcesses() {
 			if w.phase != phaseSafety {
 				return
 			}
-			node := w.nodes[w.rng.Intn(len(w.nodes))]
-			w.jumpClock(node, w.rng.RangeInt64(-f.ClockJumpMs, f.ClockJumpMs))
+			if w.legacy {
+				n := w.nodes[w.rng.Intn(len(w.nodes))]
+				w.jumpClock(n, w.rng.RangeInt64(-f.ClockJumpMs, f.ClockJumpMs))
+			} else {
+				b := w.brokers[w.rng.Intn(len(w.brokers))]
+				if d := w.rng.RangeInt64(-f.ClockJumpMs, f.ClockJumpMs); d != 0 {
+					b.wall.Jump(d)
+					w.fault("wall clock jump broker %d by %+dms (the next boot's anchor)", b.id, d)
+				}
+			}
 			w.after(w.rng.RangeInt64(1, 2*f.ClockJumpMeanIntervalMs), next)
 		}
 		w.after(w.rng.RangeInt64(1, 2*f.ClockJumpMeanIntervalMs), next)
@@ -166,6 +186,10 @@ func (w *World) schedule(faults []ScheduledFault) {
 		sf := sf
 		w.at(sf.AtMs, func() {
 			if w.phase != phaseSafety {
+				return
+			}
+			if !w.legacy {
+				w.scheduledBrokerFault(sf)
 				return
 			}
 			switch sf.Kind {
@@ -195,6 +219,20 @@ func (w *World) schedule(faults []ScheduledFault) {
 // keep their connections and deliveries, so every lease they hold expires.
 func (w *World) vanish(ratio float64, durationMs int64) {
 	var gone []uint32
+	if !w.legacy {
+		for _, p := range w.peers {
+			if p.role == roleConsumer && w.rng.Chance(ratio) {
+				p.vanishUntilMs = w.nowMs + durationMs
+				gone = append(gone, p.id)
+				p := p
+				w.after(durationMs, func() { p.comeBack() })
+			}
+		}
+		if len(gone) > 0 {
+			w.fault("consumers %v vanish for %dms", gone, durationMs)
+		}
+		return
+	}
 	for _, c := range w.clients {
 		if c.consumer && w.rng.Chance(ratio) {
 			c.vanishUntilMs = w.nowMs + durationMs
@@ -215,7 +253,14 @@ func (w *World) startLiveness() {
 	}
 	w.phase = phaseLiveness
 	w.faults = w.safetyFaults.Calm()
-	w.net.heal()
+	if w.legacy {
+		w.net.heal()
+	} else {
+		w.fabric.heal()
+		for _, p := range w.peers {
+			p.vanishUntilMs = 0
+		}
+	}
 	w.rec.add(checker.Event{Kind: checker.KindPhase, Text: "liveness: faults off, consumers drain"})
 	for _, c := range w.clients {
 		c.vanishUntilMs = 0
@@ -241,6 +286,9 @@ func (w *World) checkQuiescent() {
 // isQuiescent: every node is up with nothing live and nothing unpersisted,
 // no dead-letter copy is on its way, and no packet is in flight.
 func (w *World) isQuiescent() bool {
+	if !w.legacy {
+		return w.isQuiescentBrokers()
+	}
 	if w.net.inFlight > 0 {
 		return false
 	}
@@ -260,4 +308,56 @@ func (w *World) isQuiescent() bool {
 		}
 	}
 	return true
+}
+
+// partitionNet cuts clients off, on whichever network the run has.
+func (w *World) partitionNet(ratio float64, durationMs int64, why string) {
+	if w.legacy {
+		w.net.partition(ratio, durationMs, why)
+		return
+	}
+	w.fabric.partition(ratio, durationMs, why)
+}
+
+// scheduledBrokerFault applies one scheduled fault to the node-core run.
+func (w *World) scheduledBrokerFault(sf ScheduledFault) {
+	b := w.brokers[sf.Target%len(w.brokers)]
+	switch sf.Kind {
+	case FaultCrash:
+		if b.up {
+			b.crash("scheduled", false)
+		}
+	case FaultPowerLoss:
+		if b.up {
+			b.crash("scheduled", true)
+		}
+	case FaultPartition:
+		w.fabric.partition(sf.Ratio, sf.DurationMs, "scheduled")
+	case FaultClockJump:
+		b.wall.Jump(sf.AmountMs)
+		w.fault("wall clock jump broker %d by %+dms (the next boot's anchor)", b.id, sf.AmountMs)
+	case FaultVanish:
+		w.vanish(sf.Ratio, sf.DurationMs)
+	case FaultResetConnections:
+		for _, p := range w.peers {
+			if p.link != nil && w.rng.Chance(sf.Ratio) {
+				w.fabric.reset(p.link, "scheduled reset")
+				w.fault("reset connection of client %d", p.id)
+			}
+		}
+	case FaultDropSessions:
+		for _, p := range w.peers {
+			if p.link != nil && w.rng.Chance(sf.Ratio) {
+				p.drop("scheduled session drop")
+				w.fault("client %d drops its link (its session goes dormant)", p.id)
+			}
+		}
+	case FaultSlowConsumers:
+		for _, p := range w.peers {
+			if p.role == roleConsumer && p.link != nil && w.rng.Chance(sf.Ratio) {
+				p.stopReading(sf.DurationMs)
+				w.fault("client %d stops reading for %dms", p.id, sf.DurationMs)
+			}
+		}
+	}
 }

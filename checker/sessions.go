@@ -1,0 +1,163 @@
+package checker
+
+import (
+	"fmt"
+
+	"github.com/fibril-go/fibril/core"
+)
+
+// Checks of what clients observe across dropped links, resumes and
+// restarts (PROTOCOL 7.7), over the client-side events of the node-core
+// driver (KindClientDeliver, KindAttach, settle calls marked late):
+//   2  no acked delivery comes back: a client never receives again a
+//      delivery (sub, tag) it already acked (a resumed session must not
+//      replay what was settled);
+//   7.7 a resume within the grace finds its session: a client that lost
+//      an authenticated session's link and presents it again sooner than
+//      the grace surely covers gets `resumed`, unless the broker crashed in
+//      between;
+//   7.7 a late ack settles: an ack sent on a resumed attachment for a tag
+//      of an earlier one is what ends that lease, unless the lease expired
+//      first.
+// Old histories have none of these events, and the checks stay quiet.
+
+type clientTag struct {
+	client uint32
+	part   int
+	sub    uint64
+	tag    uint64
+}
+
+type lateAck struct {
+	key      msgKey
+	seq      uint64
+	deadline int64 // node time the delivery's lease ran out
+}
+
+type sessionChecker struct {
+	h          *History
+	violations []Violation
+	acked      map[clientTag]uint64 // -> seq of the ack call
+	delivered  map[tagKey]*Event    // node-side deliveries by (sub, tag)
+	waiting    map[msgKey]lateAck   // late acks waiting for the lease-ending entry
+	lastCrash  uint64               // seq of the last crash
+}
+
+func newSessionChecker(h *History) *sessionChecker {
+	return &sessionChecker{h: h, acked: map[clientTag]uint64{}, delivered: map[tagKey]*Event{}, waiting: map[msgKey]lateAck{}}
+}
+
+func (c *sessionChecker) fail(item int, check string, e *Event, subject, format string, args ...any) {
+	c.violations = append(c.violations, Violation{Item: item, Check: check, Subject: subject, Seq: e.Seq,
+		Detail: fmt.Sprintf(format, args...)})
+}
+
+func (c *sessionChecker) key(e *Event) msgKey {
+	k := msgKey{part: e.Part, msgID: e.MsgID}
+	if e.Part > 0 && c.h.QueueOf(e.Part).DeadLetterSink {
+		k.offset = e.Offset
+	}
+	return k
+}
+
+func (c *sessionChecker) run() []Violation {
+	for i := range c.h.Events {
+		c.event(&c.h.Events[i])
+	}
+	return c.violations
+}
+
+func (c *sessionChecker) event(e *Event) {
+	switch e.Kind {
+	case KindCrash:
+		if e.Seq > c.lastCrash {
+			c.lastCrash = e.Seq
+			c.acked = map[clientTag]uint64{} // sub ids and tags start over in a new process
+			c.waiting = map[msgKey]lateAck{}
+		}
+	case KindDeliver:
+		c.delivered[tagKey{e.Sub, e.Tag}] = e
+	case KindSettleCall:
+		c.settleCall(e)
+	case KindClientDeliver:
+		ct := clientTag{e.Client, e.Part, e.Sub, e.Tag}
+		if seq, ok := c.acked[ct]; ok {
+			c.fail(2, "acked_redelivered", e, fmt.Sprintf("%s msg %d", c.h.PartName(e.Part), e.MsgID),
+				"client %d received delivery tag %d of sub %d again after acking it at #%d", e.Client, e.Tag, e.Sub, seq)
+		}
+	case KindAttach:
+		c.attach(e)
+	case KindEntry:
+		c.entry(e)
+	}
+}
+
+func (c *sessionChecker) settleCall(e *Event) {
+	if e.Action != ActionAck || e.Client == 0 {
+		return
+	}
+	c.acked[clientTag{e.Client, e.Part, e.Sub, e.Tag}] = e.Seq
+	if e.Trigger != "late" {
+		return
+	}
+	d := c.delivered[tagKey{e.Sub, e.Tag}]
+	if d == nil || d.AutoAck {
+		return
+	}
+	c.waiting[c.key(e)] = lateAck{key: c.key(e), seq: e.Seq, deadline: d.NowMs + c.h.Meta.LeaseMs}
+}
+
+// entry: the first lease-ending entry after a late ack must be its ack,
+// unless the lease had run out by then.
+func (c *sessionChecker) entry(e *Event) {
+	k := c.key(e)
+	w, ok := c.waiting[k]
+	if !ok {
+		return
+	}
+	delete(c.waiting, k)
+	switch core.EntryKind(e.EntryKind) {
+	case core.EntryAck:
+		return
+	case core.EntryRequeue, core.EntryRelease, core.EntryDeadLetter, core.EntryDiscard:
+		if e.NowMs >= w.deadline {
+			return // the lease expired before the late ack arrived
+		}
+	default:
+		return
+	}
+	c.fail(0, "late_ack", e, fmt.Sprintf("%s msg %d", c.h.PartName(e.Part), e.MsgID),
+		"a late ack (#%d, on a resumed session) did not settle: the lease ended by entry kind %d at node time %d, before its deadline %d",
+		w.seq, e.EntryKind, e.NowMs, w.deadline)
+}
+
+func (c *sessionChecker) attach(e *Event) {
+	if e.Index2 == 0 || e.Outcome == "resumed" {
+		return
+	}
+	if e.AtMs2 >= int64(e.Index2) {
+		return // past what the grace surely covers
+	}
+	// A crash between the loss and this attach excuses it: the session
+	// lived in the dead process (the skeleton is best-effort).
+	if c.lastCrash != 0 && c.crashAfter(e.AtMs-e.AtMs2) {
+		return
+	}
+	c.fail(0, "resume_within_grace", e, fmt.Sprintf("client %d", e.Client),
+		"resumed %dms after losing its link (grace %dms surely covers %dms) and got %s, not resumed",
+		e.AtMs2, c.h.Meta.ReconnectGraceMs, e.Index2, e.Outcome)
+}
+
+// crashAfter reports whether a crash was recorded at or after true time atMs.
+func (c *sessionChecker) crashAfter(atMs int64) bool {
+	for i := range c.h.Events {
+		e := &c.h.Events[i]
+		if e.Seq > c.lastCrash {
+			break
+		}
+		if e.Kind == KindCrash && e.AtMs >= atMs {
+			return true
+		}
+	}
+	return false
+}
