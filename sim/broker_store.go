@@ -85,7 +85,6 @@ func (s *brokerStore) openPartition(ps *partShadow, cfg core.Config) (*core.Part
 	return p, nil
 }
 
-
 func (s *brokerStore) appendNode(records []node.Record) {
 	s.disk.appendNode(records)
 	s.wantRound()

@@ -87,8 +87,8 @@ type Workload struct {
 	UnsubscribeRatio float64 // end the subscription instead of settling
 	NotReadingRatio  float64 // stop reading the link for a while instead of settling (a slow consumer)
 	NotReadingMaxMs  int64
-	AckBatchMax      int     // acks of one subscription sent together (1 = one per request)
-	AckBatchWindowMs int64   // how long a consumer gathers an ack batch
+	AckBatchMax      int   // acks of one subscription sent together (1 = one per request)
+	AckBatchWindowMs int64 // how long a consumer gathers an ack batch
 
 	ReconnectDelayMinMs int64
 	ReconnectDelayMaxMs int64
