@@ -1,0 +1,335 @@
+package node
+
+// The Session machine: everything one client session decides (PROTOCOL 3,
+// 5, 6, 7.1-7.3, 7.7-7.9), as a pure state machine. Invariants:
+//   - at most one connection is attached (conn != 0); a dormant session has
+//     none and a grace deadline; an ended session has neither, no
+//     subscriptions and emits nothing but AttachRefused and Unsubscribe;
+//   - a reply goes only to the attachment that asked: every pending token
+//     remembers its attachment (gen) and is dropped when that attachment is
+//     gone; every token is answered at most once;
+//   - no push (DELIVER, PING, SUBSCRIPTION_CLOSED, GOING_AWAY) reaches a
+//     connection before its handshake gate opened (PROTOCOL 3.1);
+//   - nothing is sent to a connection after the session closed it or the
+//     driver reported it closed;
+//   - the bytes queued for the attached connection and not yet written stay
+//     within Config.OutboxBytesMax: past it the connection is cut;
+//   - deliveries held (dormant, gate closed, subscription not yet announced)
+//     are bounded by the subscription's prefetch for manual-ack
+//     subscriptions, and by OutboxBytesMax in bytes overall;
+//   - every map and queue has a named bound (constants below or Config).
+
+import (
+	"fmt"
+
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
+	"github.com/fibril-go/fibril/transport/wire"
+)
+
+const (
+	// subSeqBits is how many low bits of a SubID count the session's
+	// subscriptions; the session id fills the bits above (SubIDs are unique
+	// broker-wide without a shared counter).
+	subSeqBits = 24
+	// sessionIDMax keeps uint64(SessionID)<<subSeqBits from overflowing.
+	sessionIDMax = SessionID(1)<<(64-subSeqBits) - 1
+	// authWaitingFramesMax bounds the frames a connection may send while its
+	// password check runs (they wait, in order); one more closes it.
+	authWaitingFramesMax = 64
+	// authWaitingBytesMax bounds those frames' payload bytes.
+	authWaitingBytesMax = 1 << 20
+	// earlyFramesMax bounds frames that arrive for a connection before the
+	// Attach that names it (the driver delivers envelopes and frames on
+	// different paths, so they may cross).
+	earlyFramesMax = 16
+	// earlyBytesMax bounds those frames' payload bytes.
+	earlyBytesMax = 1 << 20
+	// silentIntervalsMax: a connection silent for more than this many
+	// heartbeat intervals is cut (PROTOCOL 1.5).
+	silentIntervalsMax = 3
+	// graceMutantDivisor shortens the grace under mutant.EarlyGraceRequeue.
+	graceMutantDivisor = 10
+	// textPayloadNumberMax bounds u64 wire fields that become int64 deadlines
+	// or durations (ttl_ms, not_before, default TTL).
+	textPayloadNumberMax = 1 << 62
+)
+
+// Session is one client session. See the file comment for its invariants.
+type Session struct {
+	cfg  Config
+	init SessionInit
+	self Address
+
+	// Attachment. gen counts attachments; a reply is sent only when the
+	// token's gen is still the current attachment.
+	conn     ConnID
+	gen      uint64
+	loopback bool
+	// authed is the session's auth state (it survives a resume); authGen is
+	// the attachment whose AUTH was checked ("already authenticated").
+	authed  bool
+	authGen uint64
+	auth    authWait
+	early   earlyConn
+
+	// Lifecycle. nowMs is the current step's time.
+	nowMs    int64
+	dormant  bool
+	draining bool
+	ended    bool
+
+	// Timers, absolute ms (0 = not armed). See onTick.
+	graceTimerMs   int64 // dormant: the session ends
+	gateTimerMs    int64 // attached, gate closed: the gate opens
+	authTimerMs    int64 // attached, not authenticated: the conn is cut
+	pingTimerMs    int64 // attached: PING and the liveness check
+	lastRecvMs     int64 // attached: when the last frame arrived
+	gateOpen       bool
+	gated          []byte // pushes encoded while the gate was closed
+	unwrittenBytes int    // sent to conn, not yet reported Written
+	serverReqID    uint64 // the connection's server request-id counter
+
+	// Subscriptions, by key and by id; held deliveries live on each.
+	subs     map[subKey]*sessionSub
+	subsByID map[uint64]*sessionSub
+	subSeq   uint64
+	// heldBytes counts payload bytes of held deliveries (all subscriptions).
+	heldBytes int
+
+	// Partitions and correlation.
+	opens     map[core.QueueID]*partitionOpen
+	pending   map[uint64]pendingOp
+	nextToken uint64
+
+	// Effects of the current step; buf is reused across steps (hot path).
+	rd        Ready
+	buf       []byte
+	sendConn  ConnID
+	sendStart int
+	deliverM  wire.Deliver
+	headers   wire.Headers
+}
+
+// subKey names a queue subscription: (topic, partition, normalised group).
+type subKey = core.QueueID
+
+// NewSession starts a session with its identities; it has no transport
+// until an Attach arrives.
+func NewSession(cfg Config, init SessionInit) *Session {
+	sessionAssert(init.ID != 0, "session id 0 is never minted")
+	sessionAssert(init.ID <= sessionIDMax, "session id does not fit beside the subscription sequence")
+	sessionAssert(cfg.HeartbeatIntervalMs > 0 && cfg.OutboxBytesMax > 0, "session config not validated")
+	return &Session{
+		cfg:      cfg,
+		init:     init,
+		self:     SessionAddr(init.ID),
+		subs:     make(map[subKey]*sessionSub),
+		subsByID: make(map[uint64]*sessionSub),
+		opens:    make(map[core.QueueID]*partitionOpen),
+		pending:  make(map[uint64]pendingOp),
+	}
+}
+
+// Ended says the session is over: it sent SessionEnded and the driver may
+// drop it.
+func (s *Session) Ended() bool { return s.ended }
+
+// Step applies one input and returns its effects (valid until the next Step).
+func (s *Session) Step(in Input) *Ready {
+	s.resetReady()
+	now := in.nowMs()
+	s.nowMs = now
+	switch in := in.(type) {
+	case *Tick:
+		s.onTick(now)
+	case *Deliver:
+		s.onEnvelope(now, in.Envelope.Msg)
+	case *Bounced:
+		s.onBounced(now, in.Envelope)
+	case *Frame:
+		s.onFrame(in)
+	case *ConnClosed:
+		s.onConnClosed(now, in.Conn)
+	case *Written:
+		s.onWritten(in.Conn, in.Bytes)
+	case *AuthChecked:
+		s.onAuthChecked(now, in)
+	default:
+		panic(fmt.Sprintf("node: a session does not take %T", in))
+	}
+	s.finishStep()
+	return &s.rd
+}
+
+func (s *Session) resetReady() {
+	for i := range s.rd.Out {
+		s.rd.Out[i] = Envelope{}
+	}
+	for i := range s.rd.CheckPassword {
+		s.rd.CheckPassword[i] = PasswordCheck{}
+	}
+	s.rd.Sends = s.rd.Sends[:0]
+	s.rd.Close = s.rd.Close[:0]
+	s.rd.Out = s.rd.Out[:0]
+	s.rd.CheckPassword = s.rd.CheckPassword[:0]
+	s.rd.WakeMs = 0
+	s.buf = s.buf[:0]
+	s.sendConn, s.sendStart = 0, 0
+}
+
+// finishStep closes the step's last send segment and computes the wake-up.
+func (s *Session) finishStep() {
+	s.flushSegment()
+	s.rd.WakeMs = s.nextWakeMs()
+	if s.ended {
+		sessionAssert(s.rd.WakeMs == 0, "an ended session asks for no tick")
+	}
+}
+
+func (s *Session) onEnvelope(now int64, msg Message) {
+	if s.ended {
+		s.onEnvelopeEnded(msg)
+		return
+	}
+	switch m := msg.(type) {
+	case *Attach:
+		s.onAttach(now, m)
+	case *Opened:
+		s.onOpened(now, m)
+	case *Declared:
+		s.onDeclared(m)
+	case *ShuttingDown:
+		s.onShuttingDown(m)
+	case *Response:
+		s.onResponse(now, m)
+	case *Deliveries:
+		s.onDeliveries(m)
+	case *SubscriptionEnded:
+		s.onSubscriptionEnded(m)
+	default:
+		panic(fmt.Sprintf("node: a session does not take a %T envelope", msg))
+	}
+}
+
+// onEnvelopeEnded is all an ended session still does: refuse attaches and
+// hand back deliveries (and late subscriptions) so partitions requeue.
+func (s *Session) onEnvelopeEnded(msg Message) {
+	switch m := msg.(type) {
+	case *Attach:
+		s.out(NodeAddr(), &AttachRefused{Conn: m.Conn, Loopback: m.Loopback, HelloRequestID: m.HelloRequestID})
+	case *Deliveries:
+		s.out(PartitionAddr(m.Queue), &Request{Input: &core.Unsubscribe{SubID: m.SubID}})
+	case *Response:
+		if m.Reply.Kind == core.ReplySubscribed {
+			// A subscribe that completed after the end would be a ghost.
+			if op, ok := s.pending[m.Token]; ok {
+				delete(s.pending, m.Token)
+				s.out(PartitionAddr(op.queue), &Request{Input: &core.Unsubscribe{SubID: op.subID}})
+			}
+		}
+	}
+}
+
+// out queues one envelope from this session.
+func (s *Session) out(to Address, msg Message) {
+	s.rd.Out = append(s.rd.Out, Envelope{From: s.self, To: to, Msg: msg})
+}
+
+// newToken mints a correlation token (never 0: 0 means "no response").
+func (s *Session) newToken() uint64 {
+	s.nextToken++
+	sessionAssert(s.nextToken != 0, "token counter wrapped")
+	return s.nextToken
+}
+
+// graceMs is the reconnect grace in force.
+func (s *Session) graceMs() int64 {
+	if mutant.On(mutant.EarlyGraceRequeue) {
+		return s.cfg.ReconnectGraceMs / graceMutantDivisor
+	}
+	return s.cfg.ReconnectGraceMs
+}
+
+// CheckInvariants checks the machine's own invariants; the simulator calls
+// it after every step.
+func (s *Session) CheckInvariants() error {
+	if err := s.checkLifecycle(); err != nil {
+		return err
+	}
+	if err := s.checkSubscriptions(); err != nil {
+		return err
+	}
+	for token, op := range s.pending {
+		if token == 0 || token > s.nextToken {
+			return fmt.Errorf("session %d: pending token %d was never minted", s.init.ID, token)
+		}
+		if op.gen > s.gen {
+			return fmt.Errorf("session %d: token %d belongs to a future attachment", s.init.ID, token)
+		}
+	}
+	return nil
+}
+
+func (s *Session) checkLifecycle() error {
+	id := s.init.ID
+	switch {
+	case s.ended && (s.conn != 0 || len(s.subs) != 0 || s.dormant):
+		return fmt.Errorf("session %d: ended but still attached, dormant or subscribed", id)
+	case s.dormant && (s.conn != 0 || s.graceTimerMs == 0):
+		return fmt.Errorf("session %d: dormant with a connection or without a grace deadline", id)
+	case s.conn == 0 && (len(s.gated) != 0 || s.unwrittenBytes != 0):
+		return fmt.Errorf("session %d: outbox bytes with no connection", id)
+	case s.gateOpen && len(s.gated) != 0:
+		return fmt.Errorf("session %d: pushes held behind an open gate", id)
+	case s.unwrittenBytes < 0:
+		return fmt.Errorf("session %d: more bytes written than sent", id)
+	case s.unwrittenBytes+len(s.gated) > s.cfg.OutboxBytesMax:
+		return fmt.Errorf("session %d: outbox over its bound (%d bytes)", id, s.unwrittenBytes+len(s.gated))
+	case s.auth.pending && (s.auth.gen != s.gen || s.conn == 0):
+		return fmt.Errorf("session %d: a password check pending for a gone attachment", id)
+	case !s.auth.pending && len(s.auth.frames) != 0:
+		return fmt.Errorf("session %d: frames wait for no password check", id)
+	case len(s.auth.frames) > authWaitingFramesMax || s.auth.bytes > authWaitingBytesMax:
+		return fmt.Errorf("session %d: too many frames wait for the password check", id)
+	case s.heldBytes < 0 || s.heldBytes > s.cfg.OutboxBytesMax:
+		return fmt.Errorf("session %d: held delivery bytes %d out of bounds", id, s.heldBytes)
+	}
+	return nil
+}
+
+func (s *Session) checkSubscriptions() error {
+	id := s.init.ID
+	if len(s.subs) != len(s.subsByID) || len(s.subs) > s.cfg.SubscriptionsPerSessionMax {
+		return fmt.Errorf("session %d: %d subscriptions by key, %d by id", id, len(s.subs), len(s.subsByID))
+	}
+	heldBytes := 0
+	for key, sub := range s.subs {
+		if sub.key != key || s.subsByID[sub.id] != sub {
+			return fmt.Errorf("session %d: subscription %d indexed inconsistently", id, sub.id)
+		}
+		if sub.id>>subSeqBits != uint64(id) {
+			return fmt.Errorf("session %d: subscription id %d not minted here", id, sub.id)
+		}
+		if !sub.autoAck && len(sub.held) > int(max(sub.prefetch, 1)) {
+			return fmt.Errorf("session %d: subscription %d holds %d deliveries over prefetch %d", id, sub.id, len(sub.held), sub.prefetch)
+		}
+		if sub.paused && !s.dormant {
+			return fmt.Errorf("session %d: subscription %d paused while attached", id, sub.id)
+		}
+		for i := range sub.held {
+			heldBytes += len(sub.held[i].Body.Payload)
+		}
+	}
+	if heldBytes != s.heldBytes {
+		return fmt.Errorf("session %d: held bytes %d, counted %d", id, s.heldBytes, heldBytes)
+	}
+	return nil
+}
+
+// sessionAssert panics when cond is false: only a bug can break these.
+func sessionAssert(cond bool, why string) {
+	if !cond {
+		panic("fibril/core/node session invariant violated: " + why)
+	}
+}

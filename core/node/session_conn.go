@@ -1,0 +1,352 @@
+package node
+
+// The session's transport: attach and resume, the handshake gate, the
+// outbox bound, keepalive and timeouts, dormancy and the end. Invariants:
+//   - frames go out only to the attached connection, and only before the
+//     session closed it: closing detaches at once (the driver's ConnClosed
+//     for it is then stale and ignored);
+//   - pushes wait in gated until the gate opens; replies never wait;
+//   - an attachment's queued bytes are forgotten with it (the driver drops
+//     a closed connection's outbox);
+//   - every timer is armed only in the state it serves (see nextWakeMs) and
+//     handled in onTick, once per firing.
+
+import (
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/transport/wire"
+)
+
+// earlyConn holds frames (and a close) that reached the session before the
+// Attach naming their connection.
+type earlyConn struct {
+	conn   ConnID
+	frames []heldFrame
+	bytes  int
+	closed bool
+}
+
+// heldFrame is a copy of a frame kept past its Step.
+type heldFrame struct {
+	header  wire.Header
+	payload []byte
+	err     error
+}
+
+func copyFrame(in *Frame) heldFrame {
+	return heldFrame{header: in.Header, payload: append([]byte(nil), in.Payload...), err: in.Err}
+}
+
+// onAttach gives the session the new connection: HELLO_OK first, then
+// whatever the resumed session held.
+func (s *Session) onAttach(now int64, m *Attach) {
+	sessionAssert(m.Conn != 0, "attach without a connection")
+	sessionAssert(m.Conn != s.conn, "a connection attached twice")
+	if s.conn != 0 {
+		// A resume replaces the socket: the old one is closed, and its
+		// queued replies answer requests the new one never made.
+		s.closeConn()
+	}
+	s.conn, s.loopback = m.Conn, m.Loopback
+	s.gen++
+	s.dormant, s.graceTimerMs = false, 0
+	s.gateOpen, s.gateTimerMs = false, now+s.cfg.HeartbeatIntervalMs
+	s.pingTimerMs, s.lastRecvMs = now+s.cfg.HeartbeatIntervalMs, now
+	s.authTimerMs = 0
+	if !s.authed {
+		s.authTimerMs = now + s.cfg.AuthTimeoutMs
+	}
+	s.serverReqID = 0
+	s.reply(wire.OpHelloOk, m.HelloRequestID, &wire.HelloOk{
+		ProtocolVersion: wire.ProtocolVersion, OwnerID: s.init.OwnerID, ClientID: s.init.ClientID,
+		ResumeToken: s.init.Token, ResumeOutcome: m.Outcome, ServerName: s.cfg.ServerName,
+		Compliance: wire.ComplianceMarker,
+	})
+	s.resumeSubscriptions()
+	s.replayEarly(now, m.Conn)
+}
+
+// replayEarly handles frames that arrived for conn before its Attach.
+func (s *Session) replayEarly(now int64, conn ConnID) {
+	early := s.early
+	s.early = earlyConn{}
+	if early.conn != conn {
+		return
+	}
+	for i := range early.frames {
+		f := &early.frames[i]
+		if s.conn != conn {
+			return // a frame closed the connection
+		}
+		s.onFrame(&Frame{NowMs: now, Conn: conn, Header: f.header, Payload: f.payload, Err: f.err})
+	}
+	if early.closed && s.conn == conn {
+		s.transportLost(now)
+	}
+}
+
+// keepEarly keeps a frame for a connection not attached yet.
+func (s *Session) keepEarly(in *Frame) {
+	if s.early.conn != in.Conn {
+		s.early = earlyConn{conn: in.Conn}
+	}
+	e := &s.early
+	if e.closed || len(e.frames) >= earlyFramesMax || e.bytes+len(in.Payload) > earlyBytesMax {
+		return // bounded: the Attach that follows closes on the auth timeout at worst
+	}
+	e.frames = append(e.frames, copyFrame(in))
+	e.bytes += len(in.Payload)
+}
+
+// onConnClosed: the driver says a connection is gone.
+func (s *Session) onConnClosed(now int64, conn ConnID) {
+	if s.ended {
+		return
+	}
+	if conn != s.conn {
+		if conn != 0 && (s.early.conn == conn || s.early.conn == 0) {
+			s.early.conn, s.early.closed = conn, true
+		}
+		return // a connection the session already closed or replaced
+	}
+	s.forgetConn()
+	s.afterTransportLoss(now)
+}
+
+// transportLost closes the attached connection and goes dormant or ends.
+func (s *Session) transportLost(now int64) {
+	if s.conn == 0 {
+		return
+	}
+	s.closeConn()
+	s.afterTransportLoss(now)
+}
+
+// afterTransportLoss: authenticated sessions wait for a resume within the
+// grace (PROTOCOL 7.7), pausing their subscriptions so that no new
+// delivery is handed to a session nobody reads; the rest end.
+func (s *Session) afterTransportLoss(now int64) {
+	sessionAssert(s.conn == 0, "transport loss with a connection attached")
+	grace := s.graceMs()
+	if !s.authed || grace <= 0 || s.draining {
+		s.end()
+		return
+	}
+	s.dormant, s.graceTimerMs = true, now+grace
+	s.pauseSubscriptions(true)
+}
+
+// closeConn asks the driver to close the attached connection after what
+// was queued, and forgets it.
+func (s *Session) closeConn() {
+	sessionAssert(s.conn != 0, "closing no connection")
+	s.flushSegment()
+	s.rd.Close = append(s.rd.Close, s.conn)
+	s.forgetConn()
+}
+
+// forgetConn drops everything that belonged to the attachment.
+func (s *Session) forgetConn() {
+	s.conn = 0
+	s.gated = s.gated[:0]
+	s.unwrittenBytes = 0
+	s.gateOpen = false
+	s.gateTimerMs, s.authTimerMs, s.pingTimerMs, s.lastRecvMs = 0, 0, 0, 0
+	s.auth = authWait{}
+}
+
+// end unsubscribes everything (the partitions requeue at once) and tells
+// the Node, as the session's last envelope.
+func (s *Session) end() {
+	sessionAssert(!s.ended, "a session ends once")
+	if s.conn != 0 {
+		s.closeConn()
+	}
+	for _, key := range sortedSubKeys(s.subs) {
+		sub := s.subs[key]
+		s.dropSub(sub)
+		// A Subscribe that left (answered or not) is followed by its
+		// Unsubscribe (FIFO per pair); one still queued behind an Open is
+		// never sent at all.
+		if o := s.opens[key]; o != nil && o.opened && sub.subscribeSent {
+			s.out(PartitionAddr(key), &Request{Input: &core.Unsubscribe{SubID: sub.id}})
+		}
+	}
+	for _, q := range sortedOpenKeys(s.opens) {
+		delete(s.opens, q)
+	}
+	s.dormant, s.graceTimerMs = false, 0
+	s.early = earlyConn{}
+	s.ended = true
+	s.out(NodeAddr(), &SessionEnded{})
+}
+
+func (s *Session) onShuttingDown(m *ShuttingDown) {
+	s.draining = true
+	if s.conn != 0 {
+		s.push(wire.OpGoingAway, 0, &wire.GoingAway{GraceMs: uint64(max(m.GraceMs, 0)), Message: m.Message})
+	}
+}
+
+// ---- timers
+
+// onTick handles every timer that fired, in a fixed order: the gate opens
+// before a PING is due, so the PING goes out.
+func (s *Session) onTick(now int64) {
+	if s.ended {
+		return
+	}
+	if s.dormant && now >= s.graceTimerMs {
+		s.end()
+		return
+	}
+	if s.conn == 0 {
+		return
+	}
+	if !s.gateOpen && now >= s.gateTimerMs {
+		s.openGate()
+	}
+	if !s.authed && s.authTimerMs != 0 && now >= s.authTimerMs {
+		s.transportLost(now) // a peer that never authenticates
+		return
+	}
+	if now >= s.pingTimerMs {
+		if now-s.lastRecvMs > silentIntervalsMax*s.cfg.HeartbeatIntervalMs {
+			s.transportLost(now) // nothing arrived for 3 intervals
+			return
+		}
+		s.pingTimerMs = now + s.cfg.HeartbeatIntervalMs
+		s.push(wire.OpPing, s.nextServerReqID(), &wire.Ping{})
+	}
+}
+
+// nextWakeMs is the earliest armed timer (0 = none).
+func (s *Session) nextWakeMs() int64 {
+	var wake int64
+	arm := func(atMs int64) {
+		if atMs != 0 && (wake == 0 || atMs < wake) {
+			wake = atMs
+		}
+	}
+	if s.dormant {
+		arm(s.graceTimerMs)
+	}
+	if s.conn != 0 {
+		if !s.gateOpen {
+			arm(s.gateTimerMs)
+		}
+		if !s.authed {
+			arm(s.authTimerMs)
+		}
+		arm(s.pingTimerMs)
+	}
+	return wake
+}
+
+// ---- sending
+
+// reply sends a frame answering the current attachment's request now.
+func (s *Session) reply(op wire.Opcode, requestID uint64, body wire.Body) {
+	if s.conn == 0 {
+		return
+	}
+	s.emit(s.conn, op, requestID, body)
+}
+
+// replyOn sends a reply if gen is still the attached connection.
+func (s *Session) replyOn(gen uint64, op wire.Opcode, requestID uint64, body wire.Body) {
+	if gen != s.gen || s.conn == 0 {
+		return // the asking connection is gone; nobody waits for this
+	}
+	s.emit(s.conn, op, requestID, body)
+}
+
+func (s *Session) replyError(gen uint64, op wire.Opcode, requestID uint64, code wire.ErrorCode, msg string) {
+	s.replyOn(gen, op, requestID, &wire.ErrorBody{Code: code, Message: msg})
+}
+
+// push sends an unsolicited frame, held while the gate is closed.
+func (s *Session) push(op wire.Opcode, requestID uint64, body wire.Body) {
+	if s.conn == 0 {
+		return
+	}
+	if s.gateOpen {
+		s.emit(s.conn, op, requestID, body)
+		return
+	}
+	s.gated = wire.AppendBodyFrame(s.gated, op, requestID, body)
+	s.checkOutbox()
+}
+
+func (s *Session) nextServerReqID() uint64 {
+	s.serverReqID++
+	return s.serverReqID
+}
+
+// emit encodes one frame into the step's buffer for conn.
+func (s *Session) emit(conn ConnID, op wire.Opcode, requestID uint64, body wire.Body) {
+	sessionAssert(conn == s.conn && conn != 0, "a frame for a connection that is not attached")
+	if s.sendConn != conn {
+		s.flushSegment()
+		s.sendConn, s.sendStart = conn, len(s.buf)
+	}
+	before := len(s.buf)
+	s.buf = wire.AppendBodyFrame(s.buf, op, requestID, body)
+	s.unwrittenBytes += len(s.buf) - before
+	s.checkOutbox()
+}
+
+// emitRaw appends already encoded frames (released pushes).
+func (s *Session) emitRaw(frames []byte) {
+	sessionAssert(s.conn != 0, "raw frames with no connection")
+	if s.sendConn != s.conn {
+		s.flushSegment()
+		s.sendConn, s.sendStart = s.conn, len(s.buf)
+	}
+	s.buf = append(s.buf, frames...)
+	s.unwrittenBytes += len(frames)
+}
+
+// flushSegment turns the bytes emitted since the last flush into a Send.
+func (s *Session) flushSegment() {
+	if s.sendConn != 0 && len(s.buf) > s.sendStart {
+		s.rd.Sends = append(s.rd.Sends, Send{Conn: s.sendConn, Bytes: s.buf[s.sendStart:len(s.buf):len(s.buf)]})
+	}
+	s.sendConn, s.sendStart = 0, len(s.buf)
+}
+
+// checkOutbox cuts a connection whose reader is too slow: what is queued
+// and unwritten (plus held pushes) must stay within OutboxBytesMax.
+func (s *Session) checkOutbox() {
+	if s.unwrittenBytes+len(s.gated) <= s.cfg.OutboxBytesMax {
+		return
+	}
+	// The frames past the bound are already in the step's buffer; drop
+	// them, the driver closes the connection anyway.
+	if s.sendConn == s.conn && len(s.buf) > s.sendStart {
+		s.buf = s.buf[:s.sendStart]
+	}
+	s.closeConn()
+	s.afterTransportLoss(s.nowMs)
+}
+
+func (s *Session) onWritten(conn ConnID, bytes int) {
+	if conn != s.conn || s.conn == 0 {
+		return // a closed connection's count no longer matters
+	}
+	sessionAssert(bytes >= 0, "negative bytes written")
+	s.unwrittenBytes -= bytes
+	sessionAssert(s.unwrittenBytes >= 0, "more bytes written than the session sent")
+}
+
+// openGate releases held pushes after the replies sent so far.
+func (s *Session) openGate() {
+	if s.gateOpen || s.conn == 0 {
+		return
+	}
+	s.gateOpen, s.gateTimerMs = true, 0
+	if len(s.gated) > 0 {
+		s.emitRaw(s.gated)
+		s.gated = s.gated[:0]
+	}
+	s.flushHeld()
+}

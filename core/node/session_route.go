@@ -1,0 +1,441 @@
+package node
+
+// Partitions as a session sees them: opens, requests queued behind them,
+// responses by token, deliveries and the subscriptions they belong to.
+// Invariants:
+//   - a request reaches a partition only after the Node answered its Open;
+//     requests queued behind a pending Open keep their order;
+//   - every token is in pending until answered once, then forgotten;
+//   - a delivery is encoded only for an announced subscription of an
+//     attached session with an open gate; otherwise it is held, and a
+//     manual-ack subscription holds at most max(prefetch, 1);
+//   - a delivery for a subscription the session does not have is handed
+//     back at once (Unsubscribe), so the partition requeues it instead of
+//     letting its lease burn a retry (the ghost-subscription defect).
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/transport/wire"
+)
+
+const (
+	// openWaitingMax bounds requests queued behind one partition's Open.
+	openWaitingMax   = 4096
+	msgPartitionGone = "broker-side failure (retry later): the queue partition is not loaded any more"
+	msgOpenBacklog   = "broker-side failure (retry later): too many requests wait for this queue partition to load"
+)
+
+// opKind says what a token answers. Append-only.
+type opKind uint8
+
+const (
+	opNone      opKind = 0
+	opPublish   opKind = 1
+	opSubscribe opKind = 2
+	opRestore   opKind = 3
+	opDeclare   opKind = 4
+)
+
+// pendingOp is a request waiting for its answer.
+type pendingOp struct {
+	kind      opKind
+	gen       uint64 // the attachment that asked
+	requestID uint64
+	queue     core.QueueID
+	subID     uint64
+	recon     *reconcileRun // opRestore
+	entry     int           // opRestore: the entry it completes
+}
+
+// sessionSub is one queue subscription of the session.
+type sessionSub struct {
+	id            uint64
+	key           core.QueueID
+	group         wire.Optional[string]
+	prefetch      uint32 // as requested (echoed unclamped)
+	autoAck       bool
+	subscribeSent bool // the Subscribe left (or is queued behind the Open)
+	active        bool // the partition accepted it
+	announced     bool // SUBSCRIBE_OK or RECONCILE_RESULT went out: deliveries may follow
+	paused        bool
+	held          []core.Delivery
+}
+
+// partitionOpen is the session's Open of one queue partition.
+type partitionOpen struct {
+	token      uint64
+	opened     bool
+	partitions uint32
+	waiting    []queuedRequest
+}
+
+// queuedRequest is a partition input on its way; gen and requestID answer
+// an unconfirmed publish whose partition cannot be opened.
+type queuedRequest struct {
+	token     uint64
+	input     core.Input
+	kind      opKind
+	gen       uint64
+	requestID uint64
+}
+
+// toPartition sends a request, opening the partition first if needed.
+func (s *Session) toPartition(q core.QueueID, r queuedRequest) {
+	o := s.opens[q]
+	if o == nil {
+		o = &partitionOpen{token: s.newToken()}
+		s.opens[q] = o
+		s.out(NodeAddr(), &Open{Token: o.token, Topic: q.Topic, Group: q.Group, Partition: q.Partition})
+	}
+	if o.opened {
+		s.out(PartitionAddr(q), &Request{Token: r.token, Input: r.input})
+		return
+	}
+	if len(o.waiting) >= openWaitingMax {
+		s.failRequest(r, wire.CodeInternal, msgOpenBacklog)
+		return
+	}
+	o.waiting = append(o.waiting, r)
+}
+
+func (s *Session) onOpened(now int64, m *Opened) {
+	o := s.opens[m.Queue]
+	if o == nil || o.token != m.Token || o.opened {
+		return // an Open the session gave up on
+	}
+	waiting := o.waiting
+	o.waiting = nil
+	if m.Err != nil {
+		// Forget the open: the next use tries again.
+		delete(s.opens, m.Queue)
+		for _, r := range waiting {
+			s.failRequest(r, wire.ErrorCode(m.Err.Code()), m.Err.Error())
+		}
+		return
+	}
+	sessionAssert(m.Queue.Partition < m.Partitions, "opened a partition out of its queue's range")
+	o.opened, o.partitions = true, m.Partitions
+	for _, r := range waiting {
+		s.out(PartitionAddr(m.Queue), &Request{Token: r.token, Input: r.input})
+	}
+}
+
+// failRequest answers a request that never reached its partition.
+func (s *Session) failRequest(r queuedRequest, code wire.ErrorCode, msg string) {
+	if r.token != 0 {
+		s.failOp(r.token, code, msg)
+		return
+	}
+	if r.kind == opPublish {
+		// PROTOCOL 5.3 step 8: a failure to hand the message to its queue
+		// at all is reported even without a confirm.
+		s.replyError(r.gen, wire.OpError, r.requestID, code, msg)
+	}
+}
+
+// failOp answers a pending token with an error.
+func (s *Session) failOp(token uint64, code wire.ErrorCode, msg string) {
+	op, ok := s.pending[token]
+	if !ok {
+		return
+	}
+	delete(s.pending, token)
+	switch op.kind {
+	case opPublish:
+		s.replyError(op.gen, wire.OpError, op.requestID, code, msg)
+	case opSubscribe:
+		if sub := s.subsByID[op.subID]; sub != nil {
+			s.dropSub(sub)
+		}
+		s.replyError(op.gen, wire.OpSubscribeErr, op.requestID, code, msg)
+	case opRestore:
+		if sub := s.subsByID[op.subID]; sub != nil {
+			s.dropSub(sub)
+		}
+		s.restoreDone(op, false)
+	default:
+		panic("node: a partition request with a token of another kind")
+	}
+}
+
+func (s *Session) onResponse(now int64, m *Response) {
+	op, ok := s.pending[m.Token]
+	if !ok {
+		return
+	}
+	if m.Reply.Kind == core.ReplyError {
+		sessionAssert(m.Reply.Err != nil, "an error reply without an error")
+		s.failOp(m.Token, wire.ErrorCode(m.Reply.Err.Code()), m.Reply.Err.Error())
+		return
+	}
+	delete(s.pending, m.Token)
+	switch op.kind {
+	case opPublish:
+		sessionAssert(m.Reply.Kind == core.ReplyPublished, "a publish answered with another reply")
+		s.replyOn(op.gen, wire.OpPublishOk, op.requestID, &wire.PublishOk{Offset: m.Reply.Offset})
+	case opSubscribe, opRestore:
+		sessionAssert(m.Reply.Kind == core.ReplySubscribed, "a subscribe answered with another reply")
+		s.onSubscribed(op)
+	default:
+		panic("node: a response for a token of another kind")
+	}
+}
+
+// onSubscribed: the partition accepted a subscribe or a restore.
+func (s *Session) onSubscribed(op pendingOp) {
+	sub := s.subsByID[op.subID]
+	if sub == nil {
+		// It ended (reconcile closed it, or the partition went away) while
+		// the subscribe was on its way: hand it back, never keep a ghost.
+		s.out(PartitionAddr(op.queue), &Request{Input: &core.Unsubscribe{SubID: op.subID}})
+		if op.kind == opRestore {
+			s.restoreDone(op, false)
+		}
+		return
+	}
+	sub.active = true
+	if op.kind == opRestore {
+		s.restoreDone(op, true)
+		return
+	}
+	s.replyOn(op.gen, wire.OpSubscribeOk, op.requestID, &wire.SubscribeOk{SubID: sub.id, Topic: sub.key.Topic,
+		Partition: sub.key.Partition, Group: sub.group, Prefetch: sub.prefetch})
+	s.announce(sub)
+	s.skeletonChanged()
+}
+
+// announce lets a subscription's deliveries flow (its SUBSCRIBE_OK or
+// RECONCILE_RESULT went out first, PROTOCOL 5.6).
+func (s *Session) announce(sub *sessionSub) {
+	sub.announced = true
+	if s.conn != 0 && s.gateOpen && len(sub.held) > 0 {
+		s.flushSub(sub)
+	}
+}
+
+func (s *Session) onDeliveries(m *Deliveries) {
+	sub := s.subsByID[m.SubID]
+	if sub == nil || sub.key != m.Queue {
+		s.out(PartitionAddr(m.Queue), &Request{Input: &core.Unsubscribe{SubID: m.SubID}})
+		return
+	}
+	for i := range m.Items {
+		d := &m.Items[i]
+		sessionAssert(d.SubID == m.SubID, "a delivery batch mixes subscriptions")
+		sessionAssert(!d.Body.IsStored() || len(d.Body.Payload) == int(d.Body.Ref.LengthBytes), "a stored body reached the session unread")
+		if s.conn != 0 && s.gateOpen && sub.announced && len(sub.held) == 0 {
+			s.encodeDeliver(sub, d)
+		} else {
+			s.hold(sub, *d)
+		}
+		if s.ended || s.subsByID[m.SubID] != sub {
+			return // the outbox bound cut the connection and the session ended
+		}
+	}
+}
+
+// hold keeps a delivery until it can be sent.
+func (s *Session) hold(sub *sessionSub, d core.Delivery) {
+	if !sub.autoAck && len(sub.held) >= int(max(sub.prefetch, 1)) {
+		// The partition never leases more than prefetch to one
+		// subscription, so the oldest held one has expired there (a
+		// redelivery replaced it): dropping it loses nothing.
+		s.heldBytes -= len(sub.held[0].Body.Payload)
+		sub.held[0] = core.Delivery{}
+		sub.held = sub.held[1:]
+	}
+	sub.held = append(sub.held, d)
+	s.heldBytes += len(d.Body.Payload)
+	if s.heldBytes > s.cfg.OutboxBytesMax {
+		// A session nobody reads cannot hold without bound.
+		s.end()
+	}
+}
+
+// flushHeld sends every announced subscription's held deliveries.
+func (s *Session) flushHeld() {
+	if s.heldBytes == 0 && !s.anyHeld() {
+		return
+	}
+	for _, key := range sortedSubKeys(s.subs) {
+		sub := s.subs[key]
+		if sub == nil || !sub.announced || len(sub.held) == 0 {
+			continue
+		}
+		if s.conn == 0 || !s.gateOpen {
+			return
+		}
+		s.flushSub(sub)
+	}
+}
+
+func (s *Session) anyHeld() bool {
+	for _, sub := range s.subs {
+		if len(sub.held) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// flushSub sends one subscription's held deliveries, in order.
+func (s *Session) flushSub(sub *sessionSub) {
+	sent := 0
+	for sent < len(sub.held) && s.conn != 0 && s.gateOpen && s.subsByID[sub.id] == sub {
+		d := &sub.held[sent]
+		s.heldBytes -= len(d.Body.Payload)
+		s.encodeDeliver(sub, d)
+		*d = core.Delivery{}
+		sent++
+	}
+	if s.subsByID[sub.id] == sub {
+		sub.held = append(sub.held[:0], sub.held[sent:]...)
+	}
+}
+
+// encodeDeliver writes one DELIVER (the hot path: no allocation).
+func (s *Session) encodeDeliver(sub *sessionSub, d *core.Delivery) {
+	body := d.Body
+	m := &s.deliverM
+	*m = wire.Deliver{SubID: sub.id, Topic: sub.key.Topic, Group: sub.group, Partition: sub.key.Partition,
+		Offset: d.Offset, DeliveryTag: d.Tag, PublishedMs: uint64(body.PublishedMs), PublishReceivedMs: uint64(body.ReceivedMs),
+		ContentType: wire.ContentType{Kind: wire.ContentKind(body.ContentType.Kind), Custom: body.ContentType.Custom},
+		Payload:     body.Payload}
+	if len(body.Headers) > 0 || d.Retries > 0 {
+		hs := s.headers[:0]
+		for _, h := range body.Headers {
+			hs = append(hs, wire.KeyValue{Key: h.Key, Value: h.Value})
+		}
+		if d.Retries > 0 {
+			hs = append(hs, wire.KeyValue{Key: wire.HeaderRetries, Value: strconv.FormatUint(uint64(d.Retries), 10)})
+		}
+		m.Headers, s.headers = hs, hs
+	}
+	s.emit(s.conn, wire.OpDeliver, s.nextServerReqID(), m)
+	// Keep no reference to the payload past the step.
+	m.Payload, m.Headers = nil, nil
+	clear(s.headers)
+}
+
+func (s *Session) onSubscriptionEnded(m *SubscriptionEnded) {
+	sub := s.subsByID[m.SubID]
+	if sub == nil || sub.key != m.Queue {
+		return
+	}
+	s.closeSub(sub, m.Code, m.Message)
+}
+
+// closeSub ends a subscription broker-side and tells the client (PROTOCOL
+// 7.9: only while the transport is up).
+func (s *Session) closeSub(sub *sessionSub, code wire.ReasonCode, msg string) {
+	s.dropSub(sub)
+	if s.conn != 0 && sub.announced {
+		s.push(wire.OpSubscriptionClosed, s.nextServerReqID(), &wire.SubscriptionClosed{SubID: sub.id, Code: code, Message: msg})
+	}
+	s.skeletonChanged()
+}
+
+// onBounced: an envelope's receiver does not exist. Only a partition can
+// be gone (the Node always exists).
+func (s *Session) onBounced(now int64, env Envelope) {
+	if s.ended {
+		return
+	}
+	req, ok := env.Msg.(*Request)
+	sessionAssert(ok && env.To.Kind == AddrPartition, "only a partition request can bounce")
+	q := env.To.Queue
+	if o := s.opens[q]; o != nil && o.opened {
+		delete(s.opens, q) // the next use opens it again
+	}
+	if req.Token != 0 {
+		s.failOp(req.Token, wire.CodeInternal, msgPartitionGone)
+	}
+	if sub := s.subs[q]; sub != nil && sub.active {
+		s.closeSub(sub, wire.ReasonServerError, "the queue partition is not loaded any more; subscribe again")
+	}
+}
+
+// dropSub forgets a subscription and what it held.
+func (s *Session) dropSub(sub *sessionSub) {
+	sessionAssert(s.subsByID[sub.id] == sub, "dropping a subscription twice")
+	for i := range sub.held {
+		s.heldBytes -= len(sub.held[i].Body.Payload)
+	}
+	sub.held = nil
+	delete(s.subs, sub.key)
+	delete(s.subsByID, sub.id)
+}
+
+// pauseSubscriptions stops (or restarts) new deliveries to every
+// subscription: a dormant session must not be handed messages (PROTOCOL
+// 7.7; with auto-ack they would be settled and lost).
+func (s *Session) pauseSubscriptions(paused bool) {
+	for _, key := range sortedSubKeys(s.subs) {
+		sub := s.subs[key]
+		if sub.paused == paused || !sub.subscribeSent {
+			continue
+		}
+		sub.paused = paused
+		s.toPartition(key, queuedRequest{input: &core.PauseSubscription{SubID: sub.id, Paused: paused}})
+	}
+}
+
+func (s *Session) resumeSubscriptions() { s.pauseSubscriptions(false) }
+
+// skeletonChanged tells the Node the session's announced subscriptions.
+func (s *Session) skeletonChanged() {
+	msg := &SkeletonChanged{Subs: make([]SkeletonSub, 0, len(s.subs))}
+	for _, key := range sortedSubKeys(s.subs) {
+		if sub := s.subs[key]; sub.active {
+			msg.Subs = append(msg.Subs, SkeletonSub{Queue: key, Prefetch: sub.prefetch, AutoAck: sub.autoAck})
+		}
+	}
+	s.out(NodeAddr(), msg)
+}
+
+// sortedSubKeys orders subscriptions so that effects never follow Go's map
+// order (determinism).
+func sortedSubKeys(subs map[subKey]*sessionSub) []subKey {
+	keys := make([]subKey, 0, len(subs))
+	for k := range subs {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareQueueIDs)
+	return keys
+}
+
+func sortedOpenKeys(opens map[core.QueueID]*partitionOpen) []core.QueueID {
+	keys := make([]core.QueueID, 0, len(opens))
+	for k := range opens {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareQueueIDs)
+	return keys
+}
+
+func compareQueueIDs(a, b core.QueueID) int {
+	switch {
+	case a.Topic != b.Topic:
+		return stringsCompare(a.Topic, b.Topic)
+	case a.Group != b.Group:
+		return stringsCompare(a.Group, b.Group)
+	case a.Partition < b.Partition:
+		return -1
+	case a.Partition > b.Partition:
+		return 1
+	}
+	return 0
+}
+
+func stringsCompare(a, b string) int {
+	if a < b {
+		return -1
+	}
+	if a > b {
+		return 1
+	}
+	return 0
+}
