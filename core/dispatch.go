@@ -44,6 +44,9 @@ func (p *Partition) dispatch() {
 }
 
 func (p *Partition) hasCredit(sub *subscription) bool {
+	if sub.paused {
+		return false // PROTOCOL 7.7: new deliveries wait for a transport
+	}
 	if sub.autoAck {
 		if sub.stepSerial != p.stepSerial {
 			sub.stepSerial, sub.sentInStep = p.stepSerial, 0

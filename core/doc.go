@@ -30,7 +30,8 @@
 //
 // Inputs: Tick (time passed), Persisted (storage durable up to an index),
 // Declare (queue settings), SetGlobalDLQ, Publish (optionally delayed, with
-// TTL and confirm), Subscribe / Unsubscribe, Ack (complete), Nack (retry,
+// TTL and confirm), Subscribe / Unsubscribe, PauseSubscription (no new deliveries while a
+// session has no transport; volatile), Ack (complete), Nack (retry,
 // retry-after, fail), DeadLetterDone (a dead-letter copy is stored).
 //
 // Entries (the log): Declare, GlobalDLQ, Publish, Lease (ready -> inflight),

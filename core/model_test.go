@@ -49,6 +49,7 @@ type mSub struct {
 	autoAck  bool
 	tags     map[uint64]uint64 // tag -> offset
 	sentStep int               // auto-ack deliveries in the current step
+	paused   bool              // PauseSubscription: no new deliveries
 }
 
 type model struct {
@@ -163,6 +164,9 @@ func (m *model) lowestDeliverable() (uint64, bool) {
 }
 
 func (m *model) hasCredit(s *mSub) bool {
+	if s.paused {
+		return false
+	}
 	if s.autoAck {
 		return uint32(s.sentStep) < s.prefetch
 	}
@@ -226,6 +230,11 @@ func (m *model) checkWorkConserving() error {
 func (m *model) checkAgainst(p *Partition) error {
 	if p.NextOffset() != m.nextOffset {
 		return fmt.Errorf("next offset %d, model %d", p.NextOffset(), m.nextOffset)
+	}
+	for id, s := range m.subs {
+		if paused, ok := p.SubscriptionPaused(id); !ok || paused != s.paused {
+			return fmt.Errorf("subscription %d paused=%v (exists %v) in core, paused=%v in model", id, paused, ok, s.paused)
+		}
 	}
 	for _, off := range m.sortedOffsets() {
 		x := m.msgs[off]

@@ -58,6 +58,9 @@ type subscription struct {
 	// prefetch per step instead.
 	sentInStep uint32
 	stepSerial uint64
+	// paused: no new deliveries (its session has no transport); volatile,
+	// like the subscription itself, so it is never logged.
+	paused bool
 }
 
 // Stats counts what happened since the partition was loaded (metrics).
@@ -137,6 +140,8 @@ func (p *Partition) Step(in Input) *Ready {
 		p.onNack(in)
 	case *DeadLetterDone:
 		p.onDeadLetterDone(in)
+	case *PauseSubscription:
+		p.onPauseSubscription(in)
 	default:
 		panic("fibril/core invariant violated: unknown input type")
 	}
@@ -265,6 +270,21 @@ func (p *Partition) onUnsubscribe(in *Unsubscribe) {
 	delete(p.subs, in.SubID)
 	p.subOrder = removeSorted(p.subOrder, in.SubID)
 	p.rd.Replies = append(p.rd.Replies, Reply{Ref: in.Ref, Kind: ReplyUnsubscribed})
+}
+
+// onPauseSubscription stops or restarts new deliveries to a subscription.
+// Nothing is logged: a subscription is volatile, and so is its pause. Its
+// leases are untouched, so its unsettled deliveries stay inflight and expire
+// as usual; unpausing needs nothing more than the dispatch every step ends
+// with. Success has no reply (the session asked for no answer).
+func (p *Partition) onPauseSubscription(in *PauseSubscription) {
+	sub := p.subs[in.SubID]
+	if sub == nil {
+		p.replyError(in.Ref, ErrUnknownSubscription, 0)
+		return
+	}
+	sub.paused = in.Paused
+	assertTrue(sub.paused == in.Paused, "a pause takes effect at once")
 }
 
 func insertSorted(xs []uint64, x uint64) []uint64 {

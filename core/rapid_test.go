@@ -196,6 +196,13 @@ func (mc *machine) applyInputToModel(in Input) {
 		m.settings = next
 	case *SetGlobalDLQ:
 		m.globalDLQ = in.Target
+	case *PauseSubscription:
+		sub := m.subs[in.SubID]
+		if sub == nil {
+			mc.wantErrors = append(mc.wantErrors, ErrUnknownSubscription)
+			return
+		}
+		sub.paused = in.Paused
 	case *DeadLetterDone:
 		x := m.msgs[in.Offset]
 		x.state, x.settleKind = mSettled, SettledDeadLettered
@@ -414,6 +421,13 @@ func TestPartitionAgainstModel(t *testing.T) {
 					t.Skip("no subscription")
 				}
 				mc.step(t, &Unsubscribe{NowMs: mc.clockMs, SubID: id})
+			},
+			"pause": func(t *rapid.T) {
+				id, _ := mc.pickSub(t)
+				if rapid.IntRange(0, 9).Draw(t, "unknownPause?") == 0 {
+					id = 999
+				}
+				mc.step(t, &PauseSubscription{NowMs: mc.clockMs, SubID: id, Paused: rapid.IntRange(0, 2).Draw(t, "paused?") != 0})
 			},
 			"ack": func(t *rapid.T) {
 				id, sub := mc.pickSub(t)

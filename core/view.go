@@ -115,3 +115,16 @@ func (p *Partition) Subscription(subID uint64) (prefetch uint32, unsettled int, 
 	}
 	return sub.prefetch, len(sub.inflight), true
 }
+
+// SubscriptionPaused says whether a subscription is paused
+// (PauseSubscription); ok is false when it does not exist.
+func (p *Partition) SubscriptionPaused(subID uint64) (paused, ok bool) {
+	sub := p.subs[subID]
+	if sub == nil {
+		return false, false
+	}
+	return sub.paused, true
+}
+
+// SubscriptionIDs lists the subscriptions, in increasing order (a copy).
+func (p *Partition) SubscriptionIDs() []uint64 { return append([]uint64(nil), p.subOrder...) }

@@ -30,7 +30,18 @@
 //   - a stored body (core.Body.Ref set) inside a Deliveries envelope is read
 //     back by the driver before the session is stepped with it (the driver's
 //     storage owns the bytes); a failed read is a storage fault: the driver
-//     stops the broker (restart recovers).
+//     stops the broker (restart recovers). The same holds for the body of a
+//     DeadLetterOut (read from the sending partition's storage before the
+//     Node gets it): a dead-letter copy goes into another partition's log,
+//     which must hold its bytes. A Host refuses a StoreDeadLetter whose body
+//     is still a ref (DeadLetterFailed; the source retries).
+//
+// # Creating machines
+//
+// NewNode prepares the Node's boot record; NewHost may step its partition
+// (catch-up Declare, re-emitted dead-letter copies). What they produce is
+// carried in the Ready of their first Step: a driver steps a new Node or
+// Host at once (a Tick), and persists the boot record before anything else.
 //
 // # Connections
 //

@@ -1,0 +1,17 @@
+package core
+
+// Protocol outcomes decided by the node core (core/node) around the
+// partitions: the catalogue, partition loading and dead-letter routing.
+// Like every sentinel here, each has a stable wire code (PROTOCOL.md §6.1).
+var (
+	ErrPartitionOutOfRange = newError(CodeInvalid, false, "partition out of range for this queue")
+	ErrTooManyPartitions   = newError(CodeInvalid, false, "partition_count exceeds the broker's PartitionsPerQueueMax")
+	ErrTooManyQueues       = newError(CodeInternal, true, "too many queues: see the broker's QueuesMax")
+	ErrPartitionLoadFailed = newError(CodeInternal, true, "the queue partition failed to load; retry later")
+	// ErrDeadLetterBacklog refuses a dead-letter copy while too many wait to
+	// be routed; the source partition tries again after a backoff.
+	ErrDeadLetterBacklog = newError(CodeInternal, true, "too many dead-letter copies waiting to be routed; retried later")
+	// ErrDeadLetterUnresolved refuses a dead-letter copy whose payload is
+	// still a storage reference: the driver reads it back first.
+	ErrDeadLetterUnresolved = newError(CodeInternal, true, "dead-letter copy without its payload; retried later")
+)

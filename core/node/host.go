@@ -1,0 +1,343 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/fibril-go/fibril/core"
+)
+
+// The Host machine: one loaded queue partition and everything the driver
+// must not decide about it. Invariants:
+//   - the core partition is stepped only here, and every effect of each of
+//     its steps is routed before the next (its Ready is reused);
+//   - subs is exactly the core's set of subscriptions, each with the
+//     session that owns it: a Subscribe registers its owner before the
+//     core's step (so deliveries of that very step are routed) and a refusal
+//     forgets it after; an Unsubscribe forgets it after the core's step;
+//   - a reference (Ref) answers at most once: the first reply to it is
+//     routed and the reference forgotten; one whose input can reply only in
+//     its own step (all but a confirmed publish) is forgotten after it;
+//   - a source message is settled (DeadLetterDone) only after its copy was
+//     reported stored; a copy is never given up: refused copies are sent
+//     again after a backoff, and at most DeadLettersInflightMax are on their
+//     way at once, the rest wait in order;
+//   - at most one snapshot is asked for at a time.
+type Host struct {
+	cfg   Config
+	p     *core.Partition
+	queue core.QueueID
+	nowMs int64
+
+	subs    map[uint64]Address // SubID -> owning session
+	refs    map[uint64]hostRef // Ref -> who waits for the reply
+	nextRef uint64
+
+	// Dead-letter copies of this partition's messages: dlq holds each copy
+	// until it is stored; dlqWaiting lists, in order, those waiting for a
+	// slot (dlqHead is the first still waiting).
+	dlq         map[uint64]*deadLetterCopy
+	dlqWaiting  []uint64
+	dlqHead     int
+	dlqActive   int // copies on their way or waiting for a retry
+	dlqRetrying int
+
+	// Snapshot policy: the index the last snapshot covers (or the load
+	// point), and the one asked for (0 = none in flight).
+	snapshotBase     uint64
+	loadIndex        uint64
+	snapshotInflight uint64
+
+	coreWakeMs       int64
+	residentReported int64
+	rd               Ready
+	// grouped maps a SubID to its Deliveries envelope in rd.Out during one
+	// Step: one envelope per subscription per step.
+	grouped map[uint64]int
+	carry   bool
+}
+
+// hostRefKind says who waits for a reply.
+type hostRefKind uint8
+
+const (
+	refSession    hostRefKind = 1 // a session's Request with a Token
+	refDeadLetter hostRefKind = 2 // a StoreDeadLetter this Host publishes
+)
+
+type hostRef struct {
+	kind  hostRefKind
+	to    Address // refSession
+	token uint64
+	// refDeadLetter: the copy's source partition and offset.
+	source core.QueueID
+	offset uint64
+}
+
+// copyState says where a dead-letter copy is.
+type copyState uint8
+
+const (
+	copyWaiting  copyState = 1 // for a slot
+	copySent     copyState = 2 // DeadLetterOut sent, no answer yet
+	copyRetrying copyState = 3 // refused; sent again at retryAtMs
+)
+
+type deadLetterCopy struct {
+	letter    core.DeadLetter
+	state     copyState
+	attempts  int
+	backoffMs int64
+	retryAtMs int64
+}
+
+// snapshotLiveFactor (as logstore.SnapshotLiveFactor): a partition waits for
+// this many entries per live message between snapshots, so the bytes written
+// for snapshots stay a fraction of the log's.
+const hostSnapshotLiveFactor = 4
+
+// NewHost wraps a partition recovered from storage. If the catalogue's
+// settings (req.Settings) differ from the partition's, a Declare brings
+// them in first; then a Tick re-emits the dead-letter copies recovery left
+// pending. What those steps produce is carried in the Ready of the Host's
+// first Step: the driver steps a new Host at once (a Tick).
+func NewHost(cfg Config, p *core.Partition, req LoadRequest) *Host {
+	assertHold(p != nil, "a Host wraps a partition")
+	assertHold(p.Config().Queue == req.Queue, "a Host wraps the partition it was loaded for")
+	h := &Host{
+		cfg: cfg, p: p, queue: req.Queue,
+		subs: map[uint64]Address{}, refs: map[uint64]hostRef{}, dlq: map[uint64]*deadLetterCopy{},
+		grouped: map[uint64]int{}, loadIndex: p.LastIndex(), carry: true,
+	}
+	if in := declareInput(req.Settings, p.Settings()); in != nil {
+		h.stepCore(in)
+	}
+	h.stepCore(&core.Tick{})
+	h.finishStep()
+	return h
+}
+
+// Partition returns the core partition (tests, the simulator's checks).
+func (h *Host) Partition() *core.Partition { return h.p }
+
+// Step feeds one input and returns its effects (see Ready).
+func (h *Host) Step(in Input) *Ready {
+	if h.carry {
+		h.carry = false
+	} else {
+		h.resetReady()
+	}
+	if now := in.nowMs(); now > h.nowMs {
+		h.nowMs = now
+	}
+	switch in := in.(type) {
+	case *Tick:
+		h.fireRetries()
+		h.stepCore(&core.Tick{NowMs: h.nowMs})
+	case *Deliver:
+		h.onDeliver(in.Envelope)
+	case *Bounced:
+		h.onBounced(in.Envelope)
+	case *Persisted:
+		h.stepCore(&core.Persisted{NowMs: h.nowMs, UpToIndex: in.UpToIndex})
+		h.spill(in.Stored, in.ResidentTotalBytes)
+	case *SnapshotDone:
+		h.onSnapshotDone(in)
+	default:
+		panic(fmt.Sprintf("fibril/core/node invariant violated: a Host takes no %T", in))
+	}
+	h.finishStep()
+	return &h.rd
+}
+
+func (h *Host) finishStep() {
+	h.maybeSnapshot()
+	h.residentReported = h.p.ResidentPayloadBytes()
+	h.rd.ResidentBytes = h.residentReported
+	h.rd.WakeMs = h.coreWakeMs
+	if at := h.nextRetryMs(); at != 0 && (h.rd.WakeMs == 0 || at < h.rd.WakeMs) {
+		h.rd.WakeMs = at
+	}
+	clear(h.grouped)
+}
+
+func (h *Host) resetReady() {
+	clear(h.rd.PersistEntries) // drop references to bodies
+	clear(h.rd.Out)
+	h.rd = Ready{PersistEntries: h.rd.PersistEntries[:0], Out: h.rd.Out[:0], Settled: h.rd.Settled[:0]}
+}
+
+func (h *Host) send(to Address, msg Message) {
+	h.rd.Out = append(h.rd.Out, Envelope{From: PartitionAddr(h.queue), To: to, Msg: msg})
+}
+
+// stepCore steps the partition once and routes every effect.
+func (h *Host) stepCore(in core.Input) {
+	rd := h.p.Step(in)
+	h.rd.PersistEntries = append(h.rd.PersistEntries, rd.Persist...)
+	for i := range rd.Replies {
+		h.routeReply(&rd.Replies[i])
+	}
+	// Replies first: a SUBSCRIBE_OK precedes the subscription's first
+	// DELIVER (envelopes to one session keep their order).
+	for i := range rd.Deliveries {
+		h.routeDelivery(&rd.Deliveries[i])
+	}
+	h.rd.Settled = append(h.rd.Settled, rd.Settled...)
+	for i := range rd.DeadLetters {
+		h.enqueueDeadLetter(rd.DeadLetters[i])
+	}
+	h.coreWakeMs = rd.NextWakeMs
+}
+
+func (h *Host) routeReply(r *core.Reply) {
+	ref, ok := h.refs[r.Ref]
+	if !ok {
+		return // Ref 0 (nobody asked), or a second reply (more stale tags)
+	}
+	delete(h.refs, r.Ref)
+	switch ref.kind {
+	case refSession:
+		h.send(ref.to, &Response{Token: ref.token, Reply: *r})
+	case refDeadLetter:
+		if r.Kind == core.ReplyPublished {
+			h.send(PartitionAddr(ref.source), &DeadLetterStored{Offset: ref.offset})
+		} else {
+			assertHold(r.Kind == core.ReplyError, "a publish answers with a confirm or an error")
+			h.send(PartitionAddr(ref.source), &DeadLetterFailed{Offset: ref.offset, Err: r.Err})
+		}
+	}
+}
+
+// routeDelivery adds d to its subscription's envelope of this step.
+func (h *Host) routeDelivery(d *core.Delivery) {
+	owner, ok := h.subs[d.SubID]
+	assertHold(ok, "the core delivers only to registered subscriptions")
+	if i, ok := h.grouped[d.SubID]; ok {
+		batch := h.rd.Out[i].Msg.(*Deliveries)
+		batch.Items = append(batch.Items, *d)
+		return
+	}
+	// A fresh Items slice: the envelope owns it (the session keeps it).
+	h.grouped[d.SubID] = len(h.rd.Out)
+	h.send(owner, &Deliveries{Queue: h.queue, SubID: d.SubID, Items: []core.Delivery{*d}})
+}
+
+func (h *Host) newRef(ref hostRef) uint64 {
+	h.nextRef++
+	h.refs[h.nextRef] = ref
+	return h.nextRef
+}
+
+func (h *Host) onDeliver(env Envelope) {
+	switch msg := env.Msg.(type) {
+	case *Request:
+		h.onRequest(env.From, msg)
+	case *DeadLetterStored:
+		h.onDeadLetterStored(msg.Offset)
+	case *DeadLetterFailed:
+		h.onDeadLetterFailed(msg.Offset)
+	case *StoreDeadLetter:
+		h.onStoreDeadLetter(msg)
+	case *DeclareSettings:
+		if in := declareInput(*msg, h.p.Settings()); in != nil {
+			in.NowMs = h.nowMs
+			h.stepCore(in)
+		}
+	default:
+		panic(fmt.Sprintf("fibril/core/node invariant violated: a Host takes no %T envelope", msg))
+	}
+}
+
+// onRequest stamps a session's partition input with the time and a Ref of
+// ours, and steps the core with it.
+func (h *Host) onRequest(from Address, req *Request) {
+	assertHold(from.Kind == AddrSession, "requests come from sessions")
+	var ref uint64
+	deferred := false
+	if req.Token != 0 {
+		ref = h.newRef(hostRef{kind: refSession, to: from, token: req.Token})
+	}
+	switch in := req.Input.(type) {
+	case *core.Publish:
+		assertHold(!in.System, "a client's publish is never a system publish")
+		in.NowMs, in.Ref = h.nowMs, ref
+		deferred = in.Confirm // the confirm comes once durable
+		h.stepCore(in)
+	case *core.Subscribe:
+		in.NowMs, in.Ref = h.nowMs, ref
+		_, existed := h.subs[in.SubID]
+		if !existed {
+			h.subs[in.SubID] = from // before the step: its deliveries route
+		}
+		h.stepCore(in)
+		if _, _, ok := h.p.Subscription(in.SubID); !ok && !existed {
+			delete(h.subs, in.SubID) // refused
+		}
+	case *core.Unsubscribe:
+		in.NowMs, in.Ref = h.nowMs, ref
+		h.stepCore(in)
+		if _, _, ok := h.p.Subscription(in.SubID); !ok {
+			delete(h.subs, in.SubID)
+		}
+	case *core.Ack:
+		in.NowMs, in.Ref = h.nowMs, ref
+		h.stepCore(in)
+	case *core.Nack:
+		in.NowMs, in.Ref = h.nowMs, ref
+		h.stepCore(in)
+	case *core.PauseSubscription:
+		in.NowMs, in.Ref = h.nowMs, ref
+		h.stepCore(in)
+	default:
+		panic(fmt.Sprintf("fibril/core/node invariant violated: a session requested %T", in))
+	}
+	if ref != 0 && !deferred {
+		delete(h.refs, ref) // nothing more can answer it
+	}
+}
+
+// onBounced: an envelope of ours found no receiver.
+func (h *Host) onBounced(env Envelope) {
+	switch msg := env.Msg.(type) {
+	case *Deliveries, *Response, *SubscriptionEnded:
+		// The session is gone. Its subscriptions would otherwise stay
+		// registered as ghosts: every lease expiry would burn a retry until
+		// the message is dead-lettered unseen. End them all now, which
+		// requeues what they held.
+		h.dropSessionSubs(env.To)
+	case *DeadLetterOut:
+		h.onDeadLetterFailed(msg.Offset)
+	case *DeadLetterStored, *DeadLetterFailed:
+		// The source partition is gone; it resends its pending copies when
+		// it loads again.
+	default:
+		panic(fmt.Sprintf("fibril/core/node invariant violated: a Host never sent a %T", msg))
+	}
+}
+
+func (h *Host) dropSessionSubs(owner Address) {
+	var ids []uint64
+	for id, a := range h.subs {
+		if a == owner {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		h.stepCore(&core.Unsubscribe{NowMs: h.nowMs, SubID: id})
+		delete(h.subs, id)
+	}
+}
+
+// declareInput is the Declare that brings current up to s, or nil when it
+// already matches.
+func declareInput(s DeclareSettings, current core.QueueSettings) *core.Declare {
+	differs := (s.DLQ != nil && *s.DLQ != current.DLQ) ||
+		(s.MaxRetries != nil && *s.MaxRetries != current.MaxRetries) ||
+		(s.DefaultTTLMs != nil && *s.DefaultTTLMs != current.DefaultTTLMs)
+	if !differs {
+		return nil
+	}
+	return &core.Declare{DLQ: s.DLQ, MaxRetries: s.MaxRetries, DefaultTTLMs: s.DefaultTTLMs}
+}

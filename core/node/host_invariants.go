@@ -1,0 +1,73 @@
+package node
+
+import (
+	"fmt"
+
+	"github.com/fibril-go/fibril/core"
+)
+
+// CheckInvariants checks the partition and the Host's routing and
+// dead-letter state, and reports the first broken invariant. O(state):
+// for the simulator and the tests.
+func (h *Host) CheckInvariants() error {
+	if err := h.p.CheckInvariants(); err != nil {
+		return err
+	}
+	ids := h.p.SubscriptionIDs()
+	if len(ids) != len(h.subs) {
+		return fmt.Errorf("core has %d subscriptions, the Host routes %d", len(ids), len(h.subs))
+	}
+	for _, id := range ids {
+		owner, ok := h.subs[id]
+		if !ok || owner.Kind != AddrSession {
+			return fmt.Errorf("subscription %d has no owning session (%v)", id, owner)
+		}
+	}
+	for ref, r := range h.refs {
+		if ref == 0 || ref > h.nextRef {
+			return fmt.Errorf("reference %d beyond the last minted %d", ref, h.nextRef)
+		}
+		if r.kind != refSession && r.kind != refDeadLetter {
+			return fmt.Errorf("reference %d of kind %d", ref, r.kind)
+		}
+	}
+	return h.checkDeadLetters()
+}
+
+func (h *Host) checkDeadLetters() error {
+	waiting, sent, retrying := 0, 0, 0
+	for offset, c := range h.dlq {
+		if c.letter.Offset != offset {
+			return fmt.Errorf("dead-letter copy of %d filed under %d", c.letter.Offset, offset)
+		}
+		// Never settled before its copy is stored: a tracked copy's source
+		// is still pending.
+		if v, live := h.p.Message(offset); !live || v.State != core.MessagePendingDLQ {
+			return fmt.Errorf("dead-letter copy of %d tracked, but the message is not pending (live %v, %v)", offset, live, v.State)
+		}
+		switch c.state {
+		case copyWaiting:
+			waiting++
+		case copySent:
+			sent++
+		case copyRetrying:
+			retrying++
+			if c.backoffMs < h.cfg.DeadLetterRetryMinMs || c.backoffMs > h.cfg.DeadLetterRetryMaxMs {
+				return fmt.Errorf("copy of %d backs off %d ms, outside [%d, %d]", offset, c.backoffMs, h.cfg.DeadLetterRetryMinMs, h.cfg.DeadLetterRetryMaxMs)
+			}
+		default:
+			return fmt.Errorf("copy of %d in state %d", offset, c.state)
+		}
+	}
+	switch {
+	case sent+retrying != h.dlqActive || retrying != h.dlqRetrying:
+		return fmt.Errorf("copies: %d sent, %d retrying; counted %d active, %d retrying", sent, retrying, h.dlqActive, h.dlqRetrying)
+	case h.dlqActive > h.cfg.DeadLettersInflightMax:
+		return fmt.Errorf("%d copies on their way, limit %d", h.dlqActive, h.cfg.DeadLettersInflightMax)
+	case waiting != len(h.dlqWaiting)-h.dlqHead:
+		return fmt.Errorf("%d copies waiting, %d listed", waiting, len(h.dlqWaiting)-h.dlqHead)
+	case waiting > 0 && h.dlqActive < h.cfg.DeadLettersInflightMax:
+		return fmt.Errorf("%d copies wait while %d of %d slots are taken", waiting, h.dlqActive, h.cfg.DeadLettersInflightMax)
+	}
+	return nil
+}

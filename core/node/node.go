@@ -1,0 +1,419 @@
+package node
+
+import (
+	"fmt"
+
+	"github.com/fibril-go/fibril/core"
+)
+
+// The Node machine: its state, its entry point, its log. Invariants:
+//   - durable state (state: boot, owner id, catalogue, skeletons) changes only
+//     through appendRecord, which hands the record to storage and applies it
+//     with the very apply NewNode replays, so a restarted Node holds what the
+//     live one held at the same index;
+//   - nothing that promises durability leaves before storage says its record
+//     is durable: DECLARE_QUEUE_OK (Declared), the first load of a queue
+//     created now (its data must never exist without its catalogue entry),
+//     and every LoadRequest and handshake of this process (they wait for the
+//     boot record, so every TagFloor comes from a durable boot count);
+//   - gated actions wait in one FIFO in index order, each for the last
+//     record appended before it, so they leave in arrival order;
+//   - time only moves forward inside the machine (nowMs is the largest seen);
+//   - every map is bounded by a Config limit or a named constant, and every
+//     effect is emitted in a deterministic order (sorted, or arrival order).
+type Node struct {
+	cfg   Config
+	state durableState
+	nowMs int64
+
+	// Log position.
+	durableIndex uint64
+	bootIndex    uint64 // this process's boot record
+	// snapshotBase is the index the newest snapshot covers (0: none);
+	// snapshotInflight the one asked for and not answered (0: none).
+	snapshotBase     uint64
+	snapshotInflight uint64
+	gated            []gatedAction
+
+	// Connections and sessions (volatile).
+	conns         map[ConnID]*conn
+	deadlines     []connDeadline // handshake deadlines, in opening order
+	heldHellos    int            // conns whose HELLO waits for the boot record
+	sessions      map[SessionID]*sessionEntry
+	byClient      map[[16]byte]SessionID
+	lastSessionID SessionID
+	// skeletonSweepAtMs is the earliest time a skeleton reaches the restart
+	// TTL (0: none to expire).
+	skeletonSweepAtMs int64
+	draining          bool
+	drainGraceMs      int64
+	drainMessage      string
+
+	// Partitions (volatile): loading or loaded, and queues created in this
+	// process whose catalogue record is not yet durable.
+	partitions map[core.QueueID]*partitionEntry
+	creating   map[queueKey]*creatingQueue
+	// forwardsWaiting counts dead-letter copies waiting for a queue record
+	// or a load (bounded by deadLetterForwardsMax).
+	forwardsWaiting int
+
+	rd Ready
+	// carry keeps the Ready NewNode filled (the boot record) for the first
+	// Step instead of resetting it.
+	carry bool
+}
+
+const (
+	// hellosHeldMax bounds HELLOs held until the boot record is durable;
+	// one more is refused (ERROR 500) rather than queued without bound.
+	hellosHeldMax = 4096
+	// deadLetterForwardsMax bounds dead-letter copies the Node holds while
+	// their target queue is created or loaded; past it a copy is refused at
+	// once (DeadLetterFailed) and its source retries after a backoff.
+	deadLetterForwardsMax = 4096
+	// opensWaitingMax bounds the Opens and forwards waiting on one
+	// partition's load or one queue's catalogue record.
+	opensWaitingMax = 65_536
+	// snapshotRecordsMin and snapshotLiveFactor: the Node asks for a
+	// snapshot once its log holds more than max(min, factor x live items)
+	// records since the last one, so the log stays proportional to state.
+	snapshotRecordsMin = 1024
+	snapshotLiveFactor = 4
+	// sessionSeqMax: session ids stay below 2^40 (a session may pack its
+	// id with a counter into 64 bits).
+	sessionSeqMax = 1<<40 - 1
+)
+
+// gatedKind says what a gated action does once durable.
+type gatedKind uint8
+
+const (
+	gatedBoot     gatedKind = 1 // answer held HELLOs
+	gatedDeclared gatedKind = 2 // answer a DeclareQueue, update loaded partitions
+	gatedCreated  gatedKind = 3 // a new queue's record is durable: run its waiters
+)
+
+type gatedAction struct {
+	index    uint64
+	kind     gatedKind
+	to       Address // gatedDeclared
+	declared Declared
+	key      queueKey // gatedDeclared, gatedCreated
+}
+
+// partitionEntry is a partition being loaded or loaded.
+type partitionEntry struct {
+	loaded  bool
+	waiters []opener // loading only
+	// sent is the catalogue settings the LoadRequest carried: a declare
+	// during the load is sent on at LoadDone.
+	sent catalogSettings
+}
+
+// creatingQueue is a queue created in this process whose catalogue record
+// is not yet durable; Opens and forwards of it wait.
+type creatingQueue struct {
+	index   uint64
+	waiters []opener
+}
+
+// opener is one party waiting for a partition: a session's Open, or a
+// dead-letter copy on its way to its target.
+type opener struct {
+	partition uint32
+	session   Address // an Open
+	token     uint64
+	forward   *forward // a dead-letter copy
+}
+
+type forward struct {
+	source core.QueueID
+	offset uint64
+	body   *core.Body
+}
+
+// NewNode rebuilds the Node from its log (see machines.go) and prepares its
+// boot record, which the first Step's Ready carries.
+func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	state, err := recoverState(snapshot, recovered)
+	if err != nil {
+		return nil, err
+	}
+	if state.boot >= bootMax {
+		return nil, fmt.Errorf("node: boot counter %d exhausted", state.boot)
+	}
+	n := &Node{
+		cfg: cfg, state: state, durableIndex: state.lastIndex,
+		conns: map[ConnID]*conn{}, sessions: map[SessionID]*sessionEntry{}, byClient: map[[16]byte]SessionID{},
+		partitions: map[core.QueueID]*partitionEntry{}, creating: map[queueKey]*creatingQueue{},
+	}
+	if snapshot != nil {
+		n.snapshotBase = n.snapshotIndexOf(snapshot)
+	}
+	if len(state.skeletons) > 0 {
+		n.skeletonSweepAtMs = 1 // the first step drops those past the TTL
+	}
+	owner := state.ownerID
+	if state.boot == 0 {
+		copy(owner[:], entropy[:16]) // first boot: mint the owner id
+		setUUIDv4Bits(&owner)
+	}
+	n.bootIndex = n.appendRecord(&record{kind: recordBoot, boot: state.boot + 1, ownerID: owner})
+	n.gate(gatedAction{kind: gatedBoot})
+	n.carry = true
+	return n, nil
+}
+
+// recoverState replays a snapshot and the records after it.
+func recoverState(snapshot []byte, recovered []Record) (durableState, error) {
+	state := newDurableState()
+	if snapshot != nil {
+		var err error
+		if state, err = decodeSnapshot(snapshot); err != nil {
+			return state, err
+		}
+	}
+	for i := range recovered {
+		rec := &recovered[i]
+		if rec.Index <= state.lastIndex {
+			continue // the snapshot covers it
+		}
+		if rec.Index != state.lastIndex+1 {
+			return state, fmt.Errorf("node: record %d after %d: %w", rec.Index, state.lastIndex, core.ErrNonContiguousLog)
+		}
+		r, err := decodeRecord(rec.Data)
+		if err != nil {
+			return state, fmt.Errorf("node: record %d: %w", rec.Index, err)
+		}
+		if err := checkApplicable(&state, r); err != nil {
+			return state, fmt.Errorf("node: record %d: %w", rec.Index, err)
+		}
+		state.apply(rec.Index, r)
+	}
+	return state, nil
+}
+
+// checkApplicable reports a decoded record its state cannot take (apply
+// would panic on it): the log contradicts itself.
+func checkApplicable(s *durableState, r *record) error {
+	switch r.kind {
+	case recordBoot:
+		if r.boot <= s.boot {
+			return fmt.Errorf("%w: boot %d after %d", ErrCorruptRecord, r.boot, s.boot)
+		}
+	case recordQueue:
+		if old := s.queues[r.queue.key]; old != nil && old.partitions != r.queue.partitions {
+			return fmt.Errorf("%w: queue %v changed its partition count", ErrCorruptRecord, r.queue.key)
+		}
+	}
+	return nil
+}
+
+func (n *Node) snapshotIndexOf(snapshot []byte) uint64 {
+	s, err := decodeSnapshot(snapshot)
+	assertHold(err == nil, "the snapshot decoded once already")
+	return s.lastIndex
+}
+
+// setUUIDv4Bits marks 16 random bytes as a version 4 UUID.
+func setUUIDv4Bits(u *[16]byte) {
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+}
+
+// OwnerID is this broker's identity (HELLO_OK owner_id).
+func (n *Node) OwnerID() [16]byte { return n.state.ownerID }
+
+// Boot is this process's boot counter (TagFloor = Boot << 40).
+func (n *Node) Boot() uint64 { return n.state.boot }
+
+// Step feeds one input and returns its effects (see Ready).
+func (n *Node) Step(in Input) *Ready {
+	if n.carry {
+		n.carry = false
+	} else {
+		n.resetReady()
+	}
+	if now := in.nowMs(); now > n.nowMs {
+		n.nowMs = now
+	}
+	switch in := in.(type) {
+	case *Tick:
+	case *Persisted:
+		n.onPersisted(in)
+	case *SnapshotDone:
+		n.onSnapshotDone(in)
+	case *ConnOpened:
+		n.onConnOpened(in)
+	case *ConnClosed:
+		n.onConnClosed(in)
+	case *Frame:
+		n.onFrame(in)
+	case *Deliver:
+		n.onDeliver(in)
+	case *Bounced:
+		n.onBounced(in)
+	case *LoadDone:
+		n.onLoadDone(in)
+	case *Drain:
+		n.onDrain(in)
+	default:
+		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T", in))
+	}
+	n.expireHandshakes()
+	n.expireSkeletons()
+	n.maybeSnapshot()
+	n.rd.WakeMs = n.nextWakeMs()
+	return &n.rd
+}
+
+func (n *Node) resetReady() {
+	clear(n.rd.Out) // drop references to bodies
+	n.rd = Ready{
+		Start: n.rd.Start[:0], Bind: n.rd.Bind[:0], Persist: n.rd.Persist[:0], Sends: n.rd.Sends[:0],
+		Close: n.rd.Close[:0], Out: n.rd.Out[:0], Load: n.rd.Load[:0],
+	}
+}
+
+func (n *Node) onDeliver(in *Deliver) {
+	from := in.Envelope.From
+	switch msg := in.Envelope.Msg.(type) {
+	case *Open:
+		n.onOpen(from, msg)
+	case *DeclareQueue:
+		n.onDeclareQueue(from, msg)
+	case *AttachRefused:
+		n.onAttachRefused(msg.Conn, msg.HelloRequestID)
+	case *SessionEnded:
+		n.onSessionEnded(from)
+	case *SkeletonChanged:
+		n.onSkeletonChanged(from, msg)
+	case *DeadLetterOut:
+		n.onDeadLetterOut(from, msg)
+	default:
+		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T envelope", msg))
+	}
+}
+
+// onBounced: an envelope of ours found no receiver.
+func (n *Node) onBounced(in *Bounced) {
+	switch msg := in.Envelope.Msg.(type) {
+	case *Attach:
+		// The session ended and was dropped before our Attach reached it.
+		n.onAttachRefused(msg.Conn, msg.HelloRequestID)
+	case *StoreDeadLetter:
+		// The target partition is gone: the source retries after a backoff.
+		n.send(PartitionAddr(msg.Source), &DeadLetterFailed{Offset: msg.Offset, Err: core.ErrPartitionLoadFailed})
+	case *Opened, *Declared, *ShuttingDown, *DeclareSettings, *DeadLetterFailed:
+		// The session or partition is gone: nobody waits for the answer. A
+		// partition that was unloaded reads the catalogue when it loads again.
+	default:
+		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node never sent a %T", msg))
+	}
+}
+
+func (n *Node) send(to Address, msg Message) {
+	n.rd.Out = append(n.rd.Out, Envelope{From: NodeAddr(), To: to, Msg: msg})
+}
+
+// ---- the log
+
+// appendRecord stamps r with the next index, hands it to storage and
+// applies it. The encoding is decoded back first: a record this Node could
+// not read after a restart is a bug caught before it is written.
+func (n *Node) appendRecord(r *record) uint64 {
+	data := appendRecord(nil, r)
+	back, err := decodeRecord(data)
+	assertHold(err == nil, "a record decodes as it was encoded")
+	assertHold(back.kind == r.kind, "a record keeps its kind")
+	index := n.state.lastIndex + 1
+	n.state.apply(index, r)
+	n.rd.Persist = append(n.rd.Persist, Record{Index: index, Data: data})
+	return index
+}
+
+// gate holds g until the last appended record is durable.
+func (n *Node) gate(g gatedAction) {
+	g.index = n.state.lastIndex
+	assertHold(g.index > n.durableIndex, "a gated action waits for a record not yet durable")
+	assertHold(len(n.gated) == 0 || n.gated[len(n.gated)-1].index <= g.index, "gated actions wait in index order")
+	n.gated = append(n.gated, g)
+}
+
+func (n *Node) bootDurable() bool { return n.durableIndex >= n.bootIndex }
+
+func (n *Node) onPersisted(in *Persisted) {
+	assertHold(in.UpToIndex <= n.state.lastIndex, "storage cannot make durable what was never appended")
+	if in.UpToIndex <= n.durableIndex {
+		return // a late or repeated report
+	}
+	n.durableIndex = in.UpToIndex
+	released := 0
+	for released < len(n.gated) && n.gated[released].index <= n.durableIndex {
+		n.release(&n.gated[released])
+		released++
+	}
+	clear(n.gated[:released])
+	n.gated = n.gated[released:]
+}
+
+func (n *Node) release(g *gatedAction) {
+	switch g.kind {
+	case gatedBoot:
+		n.answerHeldHellos()
+	case gatedDeclared:
+		answer := g.declared // g's slot is cleared after release
+		n.send(g.to, &answer)
+		n.updateLoadedPartitions(g.key)
+	case gatedCreated:
+		n.queueCreated(g.key)
+	}
+}
+
+// ---- snapshots
+
+// maybeSnapshot asks for a snapshot once the log holds many more records
+// than the state needs; one at a time.
+func (n *Node) maybeSnapshot() {
+	if n.snapshotInflight != 0 {
+		return
+	}
+	live := len(n.state.queues) + len(n.state.skeletons) + 1
+	if n.state.lastIndex-n.snapshotBase <= uint64(max(snapshotRecordsMin, snapshotLiveFactor*live)) {
+		return
+	}
+	n.snapshotInflight = n.state.lastIndex
+	n.rd.Snapshot = &SnapshotRequest{Index: n.state.lastIndex, Data: appendSnapshot(nil, &n.state)}
+}
+
+func (n *Node) onSnapshotDone(in *SnapshotDone) {
+	if in.Index != n.snapshotInflight || n.snapshotInflight == 0 {
+		return // not ours, or already answered
+	}
+	n.snapshotInflight = 0
+	if in.Err == nil {
+		assertHold(in.Index > n.snapshotBase, "snapshots only move forward")
+		n.snapshotBase = in.Index
+	}
+	// On an error the next step asks again: the log keeps every record.
+}
+
+// LogState encodes the state the Node's records built (durable or not),
+// as its snapshot does: tests and the simulator compare it with a Node
+// recovered from the durable prefix.
+func (n *Node) LogState() []byte { return appendSnapshot(nil, &n.state) }
+
+// nextWakeMs is the earliest deadline the Node waits for (0 = none).
+func (n *Node) nextWakeMs() int64 {
+	var wake int64
+	if len(n.deadlines) > 0 {
+		wake = n.deadlines[0].atMs
+	}
+	if at := n.nextSkeletonExpiryMs(); at != 0 && (wake == 0 || at < wake) {
+		wake = at
+	}
+	return wake
+}

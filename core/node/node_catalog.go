@@ -1,0 +1,299 @@
+package node
+
+import (
+	"github.com/fibril-go/fibril/core"
+)
+
+// The catalogue, partition loading and dead-letter routing. Invariants:
+//   - a queue's partition count never changes once recorded;
+//   - no LoadRequest for a queue before its catalogue record is durable: a
+//     queue whose data exists is never missing from the catalogue after a
+//     crash (creating holds what waits for that record);
+//   - a partition is loading (waiters, no Host yet) or loaded (no waiters);
+//     every Open and forward waiting on it is answered exactly once: Opened
+//     or StoreDeadLetter when it loads, a failure when it cannot;
+//   - a loaded partition's settings follow the catalogue: a declare that
+//     changes them sends DeclareSettings once durable, and one made during
+//     a load is sent at LoadDone;
+//   - nothing here blocks: the old catalogue held its lock across write and
+//     fsync and stalled every publish broker-wide during a declare.
+
+func (n *Node) onOpen(from Address, msg *Open) {
+	assertHold(from.Kind == AddrSession, "sessions open partitions")
+	key := queueKey{Topic: msg.Topic, Group: core.NormalizeGroup(msg.Group)}
+	o := opener{partition: msg.Partition, session: from, token: msg.Token}
+	if validQueueKey(key) != nil {
+		n.failOpener(key, o, core.ErrInvalidName)
+		return
+	}
+	n.openQueue(key, o)
+}
+
+// openQueue creates the queue if it was never declared (one partition,
+// implicit queues of SPEC 1), then opens the partition o wants once the
+// queue's record is durable.
+func (n *Node) openQueue(key queueKey, o opener) {
+	if n.state.queues[key] == nil {
+		if len(n.state.queues) >= n.cfg.QueuesMax {
+			n.failOpener(key, o, core.ErrTooManyQueues)
+			return
+		}
+		n.createQueue(&catalogEntry{key: key, partitions: 1})
+	}
+	if cq := n.creating[key]; cq != nil {
+		if len(cq.waiters) >= opensWaitingMax {
+			n.failOpener(key, o, core.ErrPartitionLoadFailed)
+			return
+		}
+		cq.waiters = append(cq.waiters, o)
+		return
+	}
+	n.openPartition(key, o)
+}
+
+// createQueue records a new queue; what needs it waits for the record.
+func (n *Node) createQueue(e *catalogEntry) {
+	assertHold(n.state.queues[e.key] == nil, "a queue is created once")
+	index := n.appendRecord(&record{kind: recordQueue, queue: e})
+	n.creating[e.key] = &creatingQueue{index: index}
+	n.gate(gatedAction{kind: gatedCreated, key: e.key})
+}
+
+// queueCreated: the queue's record is durable; its waiters go on.
+func (n *Node) queueCreated(key queueKey) {
+	cq := n.creating[key]
+	assertHold(cq != nil && cq.index <= n.durableIndex, "a created queue waited for its record")
+	delete(n.creating, key)
+	for _, o := range cq.waiters {
+		n.openPartition(key, o)
+	}
+}
+
+// openPartition answers o from the partition's load state, loading it if
+// nobody has yet.
+func (n *Node) openPartition(key queueKey, o opener) {
+	entry := n.state.queues[key]
+	assertHold(entry != nil && n.creating[key] == nil, "a partition is opened once its queue's record is durable")
+	if o.forward != nil {
+		o.partition = uint32(o.forward.offset % uint64(entry.partitions))
+	}
+	if o.partition >= entry.partitions {
+		n.failOpener(key, o, core.ErrPartitionOutOfRange)
+		return
+	}
+	id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: o.partition}
+	pe := n.partitions[id]
+	switch {
+	case pe != nil && pe.loaded:
+		n.openerReady(id, entry.partitions, o)
+	case pe != nil:
+		if len(pe.waiters) >= opensWaitingMax {
+			n.failOpener(key, o, core.ErrPartitionLoadFailed)
+			return
+		}
+		pe.waiters = append(pe.waiters, o)
+	default:
+		assertHold(n.bootDurable(), "no LoadRequest before the boot record is durable")
+		pe = &partitionEntry{waiters: []opener{o}, sent: entry.settings}
+		n.partitions[id] = pe
+		n.rd.Load = append(n.rd.Load, LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings)})
+	}
+}
+
+// partitionConfig is the template with the partition's identity, the
+// standalone epoch and this boot's tag floor.
+func (n *Node) partitionConfig(id core.QueueID) core.Config {
+	cfg := n.cfg.Partition
+	cfg.Queue, cfg.Epoch, cfg.TagFloor = id, 1, n.state.boot<<bootTagShift
+	return cfg
+}
+
+// openerReady answers o now that its partition is loaded.
+func (n *Node) openerReady(id core.QueueID, partitions uint32, o opener) {
+	if o.forward == nil {
+		n.send(o.session, &Opened{Token: o.token, Queue: id, Partitions: partitions})
+		return
+	}
+	n.send(PartitionAddr(id), &StoreDeadLetter{Source: o.forward.source, Offset: o.forward.offset, Body: o.forward.body})
+	n.finishForward()
+}
+
+// failOpener answers o with err.
+func (n *Node) failOpener(key queueKey, o opener, err *core.Error) {
+	if o.forward == nil {
+		id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: o.partition}
+		n.send(o.session, &Opened{Token: o.token, Queue: id, Err: err})
+		return
+	}
+	n.send(PartitionAddr(o.forward.source), &DeadLetterFailed{Offset: o.forward.offset, Err: err})
+	n.finishForward()
+}
+
+func (n *Node) finishForward() {
+	n.forwardsWaiting--
+	assertHold(n.forwardsWaiting >= 0, "each forward is finished once")
+}
+
+func (n *Node) onLoadDone(in *LoadDone) {
+	pe := n.partitions[in.Queue]
+	assertHold(pe != nil && !pe.loaded, "LoadDone answers a LoadRequest")
+	key := queueKey{Topic: in.Queue.Topic, Group: in.Queue.Group}
+	waiters := pe.waiters
+	pe.waiters = nil
+	if in.Err != nil {
+		// Forget the failure: the next Open tries again (a full disk or too
+		// many open files can pass).
+		delete(n.partitions, in.Queue)
+		for _, o := range waiters {
+			n.failOpener(key, o, core.ErrPartitionLoadFailed)
+		}
+		return
+	}
+	pe.loaded = true
+	entry := n.state.queues[key]
+	if !catalogSettingsEqual(pe.sent, entry.settings) {
+		n.send(PartitionAddr(in.Queue), declareSettingsOf(entry.settings))
+	}
+	pe.sent = catalogSettings{}
+	for _, o := range waiters {
+		n.openerReady(in.Queue, entry.partitions, o)
+	}
+}
+
+func (n *Node) onDeclareQueue(from Address, d *DeclareQueue) {
+	key := queueKey{Topic: d.Topic, Group: core.NormalizeGroup(d.Group)}
+	next, err := n.resolveDeclare(key, d)
+	if err != nil {
+		n.send(from, &Declared{Token: d.Token, Err: err})
+		return
+	}
+	entry := n.state.queues[key]
+	answer := Declared{Token: d.Token, Partitions: next.partitions}
+	if entry != nil && catalogSettingsEqual(entry.settings, next.settings) {
+		// Nothing changes: answer once the queue's record is durable.
+		if n.creating[key] != nil {
+			n.gate(gatedAction{kind: gatedDeclared, to: from, declared: answer, key: key})
+			return
+		}
+		n.send(from, &answer)
+		return
+	}
+	if entry == nil {
+		n.createQueue(next)
+	} else {
+		n.appendRecord(&record{kind: recordQueue, queue: next})
+	}
+	n.gate(gatedAction{kind: gatedDeclared, to: from, declared: answer, key: key})
+}
+
+// resolveDeclare validates a declare and merges its present fields over the
+// queue's entry ("absent means the existing setting", PROTOCOL 5.12); an
+// existing queue keeps its partition count.
+func (n *Node) resolveDeclare(key queueKey, d *DeclareQueue) (*catalogEntry, *core.Error) {
+	if validQueueKey(key) != nil {
+		return nil, core.ErrInvalidName
+	}
+	count := max(d.PartitionCount, 1)
+	if count > n.cfg.PartitionsPerQueueMax {
+		return nil, core.ErrTooManyPartitions
+	}
+	entry := n.state.queues[key]
+	if entry == nil && len(n.state.queues) >= n.cfg.QueuesMax {
+		return nil, core.ErrTooManyQueues
+	}
+	next := &catalogEntry{key: key, partitions: count}
+	if entry != nil {
+		*next = *entry
+	}
+	if d.DLQ != nil {
+		policy := core.DLQPolicy{Kind: d.DLQ.Kind}
+		switch d.DLQ.Kind {
+		case core.DLQDiscard, core.DLQGlobal:
+		case core.DLQCustom:
+			target := queueKey{Topic: d.DLQ.Target.Topic, Group: core.NormalizeGroup(d.DLQ.Target.Group)}
+			if validQueueKey(target) != nil {
+				return nil, core.ErrInvalidName
+			}
+			if target == key {
+				return nil, core.ErrDeadLetterLoop
+			}
+			policy.Target = core.DLQTarget(target)
+		default:
+			return nil, core.ErrInvalidSettings
+		}
+		next.settings.DLQ = &policy
+	}
+	if d.MaxRetries != nil {
+		v := *d.MaxRetries
+		next.settings.MaxRetries = &v
+	}
+	if d.DefaultTTLMs != nil {
+		if *d.DefaultTTLMs < 0 {
+			return nil, core.ErrInvalidSettings
+		}
+		v := *d.DefaultTTLMs
+		next.settings.DefaultTTLMs = &v
+	}
+	return next, nil
+}
+
+// updateLoadedPartitions brings every loaded partition of a queue up to its
+// (durable) catalogue settings.
+func (n *Node) updateLoadedPartitions(key queueKey) {
+	entry := n.state.queues[key]
+	assertHold(entry != nil, "a declared queue is in the catalogue")
+	for p := uint32(0); p < entry.partitions; p++ {
+		id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: p}
+		if pe := n.partitions[id]; pe != nil && pe.loaded {
+			n.send(PartitionAddr(id), declareSettingsOf(entry.settings))
+		}
+	}
+}
+
+// onDeadLetterOut routes a dead-letter copy to its target partition
+// (Offset mod the target's partition count), creating and loading it as an
+// Open would.
+func (n *Node) onDeadLetterOut(from Address, msg *DeadLetterOut) {
+	assertHold(from.Kind == AddrPartition, "partitions forward dead letters")
+	key := queueKey{Topic: msg.Target.Topic, Group: core.NormalizeGroup(msg.Target.Group)}
+	switch {
+	case n.forwardsWaiting >= deadLetterForwardsMax:
+		n.send(from, &DeadLetterFailed{Offset: msg.Offset, Err: core.ErrDeadLetterBacklog})
+		return
+	case validQueueKey(key) != nil:
+		n.send(from, &DeadLetterFailed{Offset: msg.Offset, Err: core.ErrInvalidName})
+		return
+	}
+	n.forwardsWaiting++
+	n.openQueue(key, opener{forward: &forward{source: from.Queue, offset: msg.Offset, body: msg.Body}})
+}
+
+// declareSettingsOf copies catalogue settings into a DeclareSettings (the
+// receiver gets pointers of its own).
+func declareSettingsOf(s catalogSettings) *DeclareSettings {
+	out := &DeclareSettings{}
+	if s.DLQ != nil {
+		v := *s.DLQ
+		out.DLQ = &v
+	}
+	if s.MaxRetries != nil {
+		v := *s.MaxRetries
+		out.MaxRetries = &v
+	}
+	if s.DefaultTTLMs != nil {
+		v := *s.DefaultTTLMs
+		out.DefaultTTLMs = &v
+	}
+	return out
+}
+
+func catalogSettingsEqual(a, b catalogSettings) bool {
+	return equalPtr(a.DLQ, b.DLQ) && equalPtr(a.MaxRetries, b.MaxRetries) && equalPtr(a.DefaultTTLMs, b.DefaultTTLMs)
+}
+
+func equalPtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}

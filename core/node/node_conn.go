@@ -1,0 +1,367 @@
+package node
+
+import (
+	"crypto/subtle"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/fibril-go/fibril/transport/wire"
+)
+
+// Connections, handshakes and the session directory. Invariants:
+//   - at most ConnectionsMax connections are open at once (one more is
+//     answered ERROR 500 and closed without entering conns);
+//   - a connection is in exactly one phase: handshaking (no HELLO yet, with
+//     a deadline), hello held (a valid HELLO waits for the boot record),
+//     bound (its frames go to a session) or closing (Close asked, waiting for
+//     ConnClosed); only a handshaking one can time out;
+//   - sessions and byClient are one directory seen two ways: same size, each
+//     session's client id maps back to it; a session leaves both at once
+//     (SessionEnded) and never comes back;
+//   - resume tokens are compared in constant time.
+
+type connPhase uint8
+
+const (
+	connHandshaking connPhase = 1
+	connHelloHeld   connPhase = 2
+	connBound       connPhase = 3
+	connClosing     connPhase = 4
+)
+
+type conn struct {
+	id       ConnID
+	loopback bool
+	entropy  [32]byte
+	phase    connPhase
+	session  SessionID // bound
+	// The held HELLO (connHelloHeld): its request id and resume identity.
+	helloRequestID uint64
+	resume         wire.Optional[wire.ResumeIdentity]
+}
+
+// connDeadline is one connection's handshake deadline.
+type connDeadline struct {
+	atMs int64
+	conn ConnID
+}
+
+// sessionEntry is one live or dormant session, as the Node knows it.
+type sessionEntry struct {
+	id       SessionID
+	clientID [16]byte
+	token    [16]byte
+}
+
+// deadlinesCompactionSlack: the handshake deadline list keeps entries of
+// connections that closed or completed their handshake until they surface;
+// it is compacted once it outgrows the connections by this much.
+const deadlinesCompactionSlack = 1024
+
+// The first-frame errors of PROTOCOL 3.2, worded as io/broker's handshake.
+const (
+	msgNotHello = "expected HELLO as the first frame: this port speaks the Fibril wire protocol (default 9876; the admin HTTP API is on 8081)"
+)
+
+func (n *Node) onConnOpened(in *ConnOpened) {
+	_, exists := n.conns[in.Conn]
+	assertHold(!exists && in.Conn != 0, "the driver never reuses a connection id")
+	switch {
+	case n.draining:
+		n.sendFrame(in.Conn, wire.OpError, 0, wire.CodeInternal, "broker is shutting down; connect again later")
+		n.rd.Close = append(n.rd.Close, in.Conn)
+		return
+	case len(n.conns) >= n.cfg.ConnectionsMax:
+		n.sendFrame(in.Conn, wire.OpError, 0, wire.CodeInternal,
+			fmt.Sprintf("too many connections: this broker accepts at most %d (ConnectionsMax); retry later", n.cfg.ConnectionsMax))
+		n.rd.Close = append(n.rd.Close, in.Conn)
+		return
+	}
+	n.conns[in.Conn] = &conn{id: in.Conn, loopback: in.Loopback, entropy: in.Entropy, phase: connHandshaking}
+	n.deadlines = append(n.deadlines, connDeadline{atMs: n.nowMs + n.cfg.HandshakeTimeoutMs, conn: in.Conn})
+	if len(n.deadlines) > 2*len(n.conns)+deadlinesCompactionSlack {
+		n.deadlines = slices.DeleteFunc(n.deadlines, func(d connDeadline) bool {
+			c := n.conns[d.conn]
+			return c == nil || c.phase != connHandshaking
+		})
+	}
+}
+
+func (n *Node) onConnClosed(in *ConnClosed) {
+	c := n.conns[in.Conn]
+	if c == nil {
+		return // refused at admission, or reported twice
+	}
+	if c.phase == connHelloHeld {
+		n.heldHellos--
+		assertHold(n.heldHellos >= 0, "held HELLOs are counted once each")
+	}
+	delete(n.conns, in.Conn)
+}
+
+// expireHandshakes closes connections whose HELLO has not arrived whole in
+// HandshakeTimeoutMs (a peer that sends part of a header and stalls).
+func (n *Node) expireHandshakes() {
+	for len(n.deadlines) > 0 && n.deadlines[0].atMs <= n.nowMs {
+		d := n.deadlines[0]
+		n.deadlines = n.deadlines[1:]
+		if c := n.conns[d.conn]; c != nil && c.phase == connHandshaking {
+			n.closeConn(c)
+		}
+	}
+	if len(n.deadlines) == 0 {
+		n.deadlines = nil // let the backing array go
+	}
+}
+
+func (n *Node) closeConn(c *conn) {
+	if c.phase == connHelloHeld {
+		n.heldHellos--
+	}
+	c.phase = connClosing
+	n.rd.Close = append(n.rd.Close, c.id)
+}
+
+func (n *Node) sendFrame(id ConnID, op wire.Opcode, requestID uint64, code wire.ErrorCode, message string) {
+	frame := wire.AppendBodyFrame(nil, op, requestID, &wire.ErrorBody{Code: code, Message: message})
+	n.rd.Sends = append(n.rd.Sends, Send{Conn: id, Bytes: frame})
+}
+
+// refuse answers a handshake frame with an error and closes the connection.
+func (n *Node) refuse(c *conn, op wire.Opcode, requestID uint64, code wire.ErrorCode, message string) {
+	n.sendFrame(c.id, op, requestID, code, message)
+	n.closeConn(c)
+}
+
+// onFrame takes the first frame of an unbound connection (PROTOCOL 3.2,
+// checks in order).
+func (n *Node) onFrame(in *Frame) {
+	c := n.conns[in.Conn]
+	if c == nil || c.phase == connClosing {
+		return // closed, or closing: what it still sends is dropped
+	}
+	assertHold(c.phase != connBound, "a bound connection's frames go to its session")
+	hdr := in.Header
+	switch {
+	case in.Err != nil:
+		n.refuse(c, wire.OpError, hdr.RequestID, wire.CodeInvalid, "malformed frame: "+in.Err.Error())
+		return
+	case c.phase == connHelloHeld:
+		// Clients wait for HELLO_OK before their next frame (PROTOCOL 3.1).
+		n.refuse(c, wire.OpError, hdr.RequestID, wire.CodeInvalid, "request before HELLO_OK: the handshake is synchronous")
+		return
+	case hdr.Opcode != wire.OpHello:
+		n.refuse(c, wire.OpError, hdr.RequestID, wire.CodeInvalid, msgNotHello)
+		return
+	}
+	hello, err := wire.DecodeHello(in.Payload)
+	switch {
+	case err != nil:
+		n.refuse(c, wire.OpError, hdr.RequestID, wire.CodeInvalid, "malformed HELLO: "+err.Error())
+		return
+	case hello.ProtocolVersion != wire.ProtocolVersion:
+		n.refuse(c, wire.OpHelloErr, hdr.RequestID, wire.CodeUnsupportedVersion,
+			fmt.Sprintf("unsupported protocol version %d: this broker speaks version 1", hello.ProtocolVersion))
+		return
+	}
+	if !n.bootDurable() {
+		if n.heldHellos >= hellosHeldMax {
+			n.refuse(c, wire.OpError, hdr.RequestID, wire.CodeInternal, "broker is starting; retry")
+			return
+		}
+		// The decoded HELLO is a copy: nothing points into the payload.
+		c.phase, c.helloRequestID, c.resume = connHelloHeld, hdr.RequestID, hello.Resume
+		n.heldHellos++
+		return
+	}
+	n.resolveHello(c, hdr.RequestID, hello.Resume)
+}
+
+// answerHeldHellos runs once the boot record is durable, in connection
+// order (ids are minted in accept order).
+func (n *Node) answerHeldHellos() {
+	if n.heldHellos == 0 {
+		return
+	}
+	ids := make([]ConnID, 0, n.heldHellos)
+	for id, c := range n.conns {
+		if c.phase == connHelloHeld {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		c := n.conns[id]
+		n.heldHellos--
+		n.resolveHello(c, c.helloRequestID, c.resume)
+	}
+	assertHold(n.heldHellos == 0, "every held HELLO was answered")
+}
+
+// resolveHello picks the resume outcome (PROTOCOL 7.7, in the table's order)
+// and attaches the connection to a session.
+func (n *Node) resolveHello(c *conn, requestID uint64, resume wire.Optional[wire.ResumeIdentity]) {
+	assertHold(n.bootDurable(), "no handshake is answered before the boot record is durable")
+	outcome := wire.ResumeNew
+	if resume.Present {
+		id := resume.Value
+		outcome = wire.ResumeNotFound
+		if subtle.ConstantTimeCompare(id.OwnerID[:], n.state.ownerID[:]) != 1 {
+			outcome = wire.ResumeRejected // another broker
+		} else if sid, live := n.byClient[id.ClientID]; live {
+			s := n.sessions[sid]
+			if subtle.ConstantTimeCompare(s.token[:], id.ResumeToken[:]) == 1 {
+				n.attach(c, s, requestID, wire.ResumeResumed)
+				return
+			}
+			outcome = wire.ResumeRejected
+		} else if sk := n.restorableSkeleton(id); sk != nil {
+			// Same identity, fresh empty unauthenticated session.
+			s := n.startSession(sk.clientID, sk.token)
+			n.attach(c, s, requestID, wire.ResumeResumedAfterRestart)
+			return
+		}
+	}
+	n.attachFresh(c, requestID, outcome)
+}
+
+// restorableSkeleton is the persisted skeleton a resume after restart may
+// use: same client id and token, younger than ResumeRestartTTLMs.
+func (n *Node) restorableSkeleton(id wire.ResumeIdentity) *skeleton {
+	sk := n.state.skeletons[id.ClientID]
+	if sk == nil || n.cfg.ResumeRestartTTLMs == 0 {
+		return nil
+	}
+	if subtle.ConstantTimeCompare(sk.token[:], id.ResumeToken[:]) != 1 {
+		return nil
+	}
+	if n.nowMs-sk.savedAtMs >= n.cfg.ResumeRestartTTLMs {
+		return nil
+	}
+	return sk
+}
+
+// attachFresh starts a session with a new identity for c.
+func (n *Node) attachFresh(c *conn, requestID uint64, outcome wire.ResumeOutcome) {
+	clientID, token := n.mintIdentity(c.entropy)
+	n.attach(c, n.startSession(clientID, token), requestID, outcome)
+}
+
+// mintIdentity draws a client id and a resume token from the connection's
+// entropy. A client id already in use (live or in a skeleton) is perturbed
+// with the next session id until it is not, so identities never collide
+// even when the entropy does (a simulator seed, a repeated AttachRefused).
+func (n *Node) mintIdentity(entropy [32]byte) (clientID, token [16]byte) {
+	copy(clientID[:], entropy[:16])
+	copy(token[:], entropy[16:])
+	setUUIDv4Bits(&clientID)
+	setUUIDv4Bits(&token)
+	for salt := uint64(n.lastSessionID) + 1; n.clientIDTaken(clientID); salt++ {
+		binary.BigEndian.PutUint64(clientID[8:], binary.BigEndian.Uint64(entropy[8:16])^salt)
+		setUUIDv4Bits(&clientID)
+	}
+	return clientID, token
+}
+
+func (n *Node) clientIDTaken(id [16]byte) bool {
+	_, live := n.byClient[id]
+	return live || n.state.skeletons[id] != nil
+}
+
+func (n *Node) startSession(clientID, token [16]byte) *sessionEntry {
+	assertHold(n.lastSessionID < sessionSeqMax, "session ids stay below 2^40")
+	_, taken := n.byClient[clientID]
+	assertHold(!taken, "one live session per client id")
+	n.lastSessionID++
+	s := &sessionEntry{id: n.lastSessionID, clientID: clientID, token: token}
+	n.sessions[s.id] = s
+	n.byClient[clientID] = s.id
+	n.rd.Start = append(n.rd.Start, SessionInit{ID: s.id, ClientID: clientID, Token: token, OwnerID: n.state.ownerID})
+	return s
+}
+
+// attach binds c to s and hands s the transport (the session answers
+// HELLO_OK).
+func (n *Node) attach(c *conn, s *sessionEntry, requestID uint64, outcome wire.ResumeOutcome) {
+	c.phase, c.session = connBound, s.id
+	n.rd.Bind = append(n.rd.Bind, Binding{Conn: c.id, Session: s.id})
+	n.send(SessionAddr(s.id), &Attach{Conn: c.id, Loopback: c.loopback, HelloRequestID: requestID, Outcome: outcome})
+	if n.draining {
+		n.send(SessionAddr(s.id), &ShuttingDown{GraceMs: n.drainGraceMs, Message: n.drainMessage})
+	}
+}
+
+// onAttachRefused: the session had ended when our Attach reached it (or it
+// was gone: a bounced Attach). The HELLO gets a fresh session.
+func (n *Node) onAttachRefused(id ConnID, requestID uint64) {
+	c := n.conns[id]
+	if c == nil || c.phase != connBound {
+		return // the connection closed meanwhile
+	}
+	n.attachFresh(c, requestID, wire.ResumeNotFound)
+}
+
+// onSessionEnded forgets a session and its skeleton.
+func (n *Node) onSessionEnded(from Address) {
+	assertHold(from.Kind == AddrSession, "only a session ends a session")
+	s := n.sessions[from.Session]
+	if s == nil {
+		return // reported twice
+	}
+	delete(n.sessions, s.id)
+	assertHold(n.byClient[s.clientID] == s.id, "the directory maps a session's client id to it")
+	delete(n.byClient, s.clientID)
+	if n.state.skeletons[s.clientID] != nil {
+		n.appendRecord(&record{kind: recordSkeletonRemoved, removed: s.clientID})
+	}
+}
+
+// onSkeletonChanged persists a session's subscription set, best effort:
+// nothing waits for its durability.
+func (n *Node) onSkeletonChanged(from Address, msg *SkeletonChanged) {
+	s := n.sessions[from.Session]
+	if s == nil || n.cfg.ResumeRestartTTLMs == 0 {
+		return
+	}
+	assertHold(len(msg.Subs) <= n.cfg.SubscriptionsPerSessionMax, "a skeleton is bounded by the session's subscriptions")
+	sk := &skeleton{clientID: s.clientID, token: s.token, savedAtMs: n.nowMs, subs: slices.Clone(msg.Subs)}
+	n.appendRecord(&record{kind: recordSkeleton, skeleton: sk})
+	if at := n.nowMs + n.cfg.ResumeRestartTTLMs; n.skeletonSweepAtMs == 0 || at < n.skeletonSweepAtMs {
+		n.skeletonSweepAtMs = at
+	}
+}
+
+// expireSkeletons forgets, durably, skeletons older than the restart TTL.
+func (n *Node) expireSkeletons() {
+	ttl := n.cfg.ResumeRestartTTLMs
+	if ttl == 0 || n.skeletonSweepAtMs == 0 || n.nowMs < n.skeletonSweepAtMs {
+		return
+	}
+	n.skeletonSweepAtMs = 0
+	for _, id := range sortedClientIDs(n.state.skeletons) {
+		sk := n.state.skeletons[id]
+		if n.nowMs-sk.savedAtMs >= ttl {
+			n.appendRecord(&record{kind: recordSkeletonRemoved, removed: id})
+			continue
+		}
+		if at := sk.savedAtMs + ttl; n.skeletonSweepAtMs == 0 || at < n.skeletonSweepAtMs {
+			n.skeletonSweepAtMs = at
+		}
+	}
+}
+
+func (n *Node) nextSkeletonExpiryMs() int64 { return n.skeletonSweepAtMs }
+
+// onDrain tells every session the broker is going away.
+func (n *Node) onDrain(in *Drain) {
+	n.draining, n.drainGraceMs, n.drainMessage = true, in.GraceMs, in.Message
+	ids := make([]SessionID, 0, len(n.sessions))
+	for id := range n.sessions {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		n.send(SessionAddr(id), &ShuttingDown{GraceMs: in.GraceMs, Message: in.Message})
+	}
+}

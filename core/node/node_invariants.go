@@ -1,0 +1,125 @@
+package node
+
+import "fmt"
+
+// CheckInvariants walks the whole Node and reports the first broken
+// invariant. It is O(state): the simulator and the tests call it after
+// every step; production does not.
+func (n *Node) CheckInvariants() error {
+	if n.durableIndex > n.state.lastIndex {
+		return fmt.Errorf("durable index %d beyond last index %d", n.durableIndex, n.state.lastIndex)
+	}
+	if n.bootIndex == 0 || n.bootIndex > n.state.lastIndex || n.state.boot == 0 {
+		return fmt.Errorf("boot record %d (boot %d) not in the log (last %d)", n.bootIndex, n.state.boot, n.state.lastIndex)
+	}
+	for i, g := range n.gated {
+		if g.index <= n.durableIndex || g.index > n.state.lastIndex {
+			return fmt.Errorf("gated action %d waits for index %d (durable %d, last %d)", i, g.index, n.durableIndex, n.state.lastIndex)
+		}
+		if i > 0 && n.gated[i-1].index > g.index {
+			return fmt.Errorf("gated actions out of index order at %d", i)
+		}
+	}
+	if err := n.checkConns(); err != nil {
+		return err
+	}
+	if err := n.checkDirectory(); err != nil {
+		return err
+	}
+	return n.checkCatalog()
+}
+
+func (n *Node) checkConns() error {
+	if len(n.conns) > n.cfg.ConnectionsMax {
+		return fmt.Errorf("%d connections open, limit %d", len(n.conns), n.cfg.ConnectionsMax)
+	}
+	held := 0
+	for id, c := range n.conns {
+		switch {
+		case c.id != id:
+			return fmt.Errorf("connection %d filed under %d", c.id, id)
+		case c.phase < connHandshaking || c.phase > connClosing:
+			return fmt.Errorf("connection %d in phase %d", id, c.phase)
+		case c.phase == connBound && c.session == 0:
+			return fmt.Errorf("connection %d bound to no session", id)
+		case c.phase == connHelloHeld && n.bootDurable():
+			return fmt.Errorf("connection %d holds a HELLO after the boot record is durable", id)
+		}
+		if c.phase == connHelloHeld {
+			held++
+		}
+	}
+	if held != n.heldHellos || held > hellosHeldMax {
+		return fmt.Errorf("%d HELLOs held, counted %d (limit %d)", held, n.heldHellos, hellosHeldMax)
+	}
+	for i := 1; i < len(n.deadlines); i++ {
+		if n.deadlines[i-1].atMs > n.deadlines[i].atMs {
+			return fmt.Errorf("handshake deadlines out of order at %d", i)
+		}
+	}
+	return nil
+}
+
+func (n *Node) checkDirectory() error {
+	if len(n.sessions) != len(n.byClient) {
+		return fmt.Errorf("%d sessions, %d client ids", len(n.sessions), len(n.byClient))
+	}
+	for id, s := range n.sessions {
+		switch {
+		case s.id != id || id == 0 || id > n.lastSessionID:
+			return fmt.Errorf("session %d filed under %d (last minted %d)", s.id, id, n.lastSessionID)
+		case n.byClient[s.clientID] != id:
+			return fmt.Errorf("session %d's client id maps to %d", id, n.byClient[s.clientID])
+		}
+	}
+	if ttl := n.cfg.ResumeRestartTTLMs; ttl > 0 && n.skeletonSweepAtMs == 0 && len(n.state.skeletons) > 0 {
+		return fmt.Errorf("%d skeletons and no expiry sweep scheduled", len(n.state.skeletons))
+	}
+	return nil
+}
+
+func (n *Node) checkCatalog() error {
+	if len(n.state.queues) > n.cfg.QueuesMax {
+		return fmt.Errorf("%d queues, limit %d", len(n.state.queues), n.cfg.QueuesMax)
+	}
+	for k, e := range n.state.queues {
+		if e.key != k || e.partitions == 0 || validQueueKey(k) != nil {
+			return fmt.Errorf("catalogue entry %+v filed under %+v", e.key, k)
+		}
+	}
+	forwards := 0
+	for k, cq := range n.creating {
+		if n.state.queues[k] == nil || cq.index <= n.durableIndex {
+			return fmt.Errorf("queue %+v creating at %d (durable %d) without its entry or after its record", k, cq.index, n.durableIndex)
+		}
+		forwards += countForwards(cq.waiters)
+	}
+	for id, pe := range n.partitions {
+		e := n.state.queues[queueKey{Topic: id.Topic, Group: id.Group}]
+		switch {
+		case e == nil || id.Partition >= e.partitions:
+			return fmt.Errorf("partition %v loaded or loading outside the catalogue", id)
+		case pe.loaded && len(pe.waiters) > 0:
+			return fmt.Errorf("loaded partition %v has %d waiters", id, len(pe.waiters))
+		case !pe.loaded && len(pe.waiters) == 0:
+			return fmt.Errorf("partition %v loading for nobody", id)
+		case !n.bootDurable():
+			return fmt.Errorf("partition %v requested before the boot record is durable", id)
+		}
+		forwards += countForwards(pe.waiters)
+	}
+	if forwards != n.forwardsWaiting || forwards > deadLetterForwardsMax {
+		return fmt.Errorf("%d forwards waiting, counted %d (limit %d)", forwards, n.forwardsWaiting, deadLetterForwardsMax)
+	}
+	return nil
+}
+
+func countForwards(waiters []opener) int {
+	count := 0
+	for _, o := range waiters {
+		if o.forward != nil {
+			count++
+		}
+	}
+	return count
+}

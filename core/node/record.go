@@ -1,0 +1,506 @@
+package node
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/fibril-go/fibril/core"
+)
+
+// The Node's own log: records and snapshots. Invariants:
+//   - the Node's durable state (boot counter, owner id, catalogue, session
+//     skeletons) is a function of its records alone: apply is the only place
+//     it changes, for the live Node and for NewNode's replay alike, so a
+//     recovered Node holds exactly what the live one held at that index;
+//   - every record is self-describing (magic, format version, kind) and its
+//     decoder is strict: a record that does not decode whole, or carries a
+//     value no encoder writes (a bad name, a zero partition count), is an
+//     error, never skipped. Storage frames each record with a CRC; a record
+//     that passes the CRC and still fails here is a bug or a foreign file,
+//     and the driver refuses to start rather than forget queues (the old
+//     JSON catalogue forgot every queue after one bad line);
+//   - encoding is deterministic (maps are written in sorted order), so equal
+//     states give equal snapshot bytes.
+
+// recordKind names a record. Stored on disk: append-only, never renumber.
+type recordKind uint8
+
+const (
+	recordBoot            recordKind = 1 // boot counter and owner id
+	recordQueue           recordKind = 2 // one catalogue entry, whole; the last one of a queue wins
+	recordSkeleton        recordKind = 3 // one session skeleton, whole; the last one of a client id wins
+	recordSkeletonRemoved recordKind = 4 // a skeleton is forgotten
+)
+
+const (
+	// recordMagic opens every record, snapshotMagic the snapshot: they catch
+	// a reader pointed at the wrong bytes.
+	recordMagic = 0xFD
+	// recordVersion is the format of the record bodies below; a reader
+	// refuses versions it does not know rather than guess.
+	recordVersion = 1
+	// bootTagShift leaves 2^40 delivery tags per partition and boot
+	// (io/broker's bootTagShift): TagFloor = boot << bootTagShift.
+	bootTagShift = 40
+	// bootMax: the boot counter must leave TagFloor inside 64 bits.
+	bootMax = 1<<(64-bootTagShift) - 1
+)
+
+var snapshotMagic = [4]byte{'F', 'N', 'S', '1'}
+
+// ErrCorruptRecord reports a Node record or snapshot that does not decode.
+var ErrCorruptRecord = errors.New("node: corrupt record")
+
+// queueKey names a queue (all its partitions). Group is normalised.
+type queueKey struct {
+	Topic string
+	Group string
+}
+
+// catalogSettings are a queue's declared settings; a nil field was never
+// declared and keeps the partition's default.
+type catalogSettings struct {
+	DLQ          *core.DLQPolicy
+	MaxRetries   *uint32
+	DefaultTTLMs *int64
+}
+
+// catalogEntry is one declared queue.
+type catalogEntry struct {
+	key        queueKey
+	partitions uint32
+	settings   catalogSettings
+}
+
+// skeleton is what survives a restart of a session (PROTOCOL 7.7): its
+// identity and its queue subscriptions.
+type skeleton struct {
+	clientID  [16]byte
+	token     [16]byte
+	savedAtMs int64
+	subs      []SkeletonSub
+}
+
+// record is one decoded record: exactly one of its pointer fields is set,
+// matching kind (removed for recordSkeletonRemoved).
+type record struct {
+	kind     recordKind
+	boot     uint64
+	ownerID  [16]byte
+	queue    *catalogEntry
+	skeleton *skeleton
+	removed  [16]byte
+}
+
+// durableState is what the Node's log builds.
+type durableState struct {
+	lastIndex uint64
+	boot      uint64
+	ownerID   [16]byte
+	queues    map[queueKey]*catalogEntry
+	skeletons map[[16]byte]*skeleton
+}
+
+func newDurableState() durableState {
+	return durableState{queues: map[queueKey]*catalogEntry{}, skeletons: map[[16]byte]*skeleton{}}
+}
+
+// apply is the only place durable state changes.
+func (s *durableState) apply(index uint64, r *record) {
+	assertHold(index == s.lastIndex+1, "node records are applied in contiguous index order")
+	s.lastIndex = index
+	switch r.kind {
+	case recordBoot:
+		assertHold(r.boot > s.boot, "the boot counter only grows")
+		s.boot, s.ownerID = r.boot, r.ownerID
+	case recordQueue:
+		if old := s.queues[r.queue.key]; old != nil {
+			assertHold(old.partitions == r.queue.partitions, "a queue's partition count never changes")
+		}
+		e := *r.queue
+		s.queues[e.key] = &e
+	case recordSkeleton:
+		sk := *r.skeleton
+		sk.subs = slices.Clone(sk.subs)
+		s.skeletons[sk.clientID] = &sk
+	case recordSkeletonRemoved:
+		delete(s.skeletons, r.removed)
+	default:
+		panic("fibril/core/node invariant violated: applying an unknown record kind")
+	}
+}
+
+// ---- encoding
+
+func appendRecord(dst []byte, r *record) []byte {
+	dst = append(dst, recordMagic, recordVersion, byte(r.kind))
+	switch r.kind {
+	case recordBoot:
+		dst = binary.BigEndian.AppendUint64(dst, r.boot)
+		dst = append(dst, r.ownerID[:]...)
+	case recordQueue:
+		dst = appendCatalogEntry(dst, r.queue)
+	case recordSkeleton:
+		dst = appendSkeleton(dst, r.skeleton)
+	case recordSkeletonRemoved:
+		dst = append(dst, r.removed[:]...)
+	default:
+		panic("fibril/core/node invariant violated: encoding an unknown record kind")
+	}
+	return dst
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(s)))
+	return append(dst, s...)
+}
+
+func appendCatalogEntry(dst []byte, e *catalogEntry) []byte {
+	dst = appendString(dst, e.key.Topic)
+	dst = appendString(dst, e.key.Group)
+	dst = binary.BigEndian.AppendUint32(dst, e.partitions)
+	if e.settings.DLQ == nil {
+		dst = append(dst, 0)
+	} else {
+		dst = append(dst, 1, byte(e.settings.DLQ.Kind))
+		dst = appendString(dst, e.settings.DLQ.Target.Topic)
+		dst = appendString(dst, e.settings.DLQ.Target.Group)
+	}
+	if e.settings.MaxRetries == nil {
+		dst = append(dst, 0)
+	} else {
+		dst = append(dst, 1)
+		dst = binary.BigEndian.AppendUint32(dst, *e.settings.MaxRetries)
+	}
+	if e.settings.DefaultTTLMs == nil {
+		return append(dst, 0)
+	}
+	dst = append(dst, 1)
+	return binary.BigEndian.AppendUint64(dst, uint64(*e.settings.DefaultTTLMs))
+}
+
+func appendSkeleton(dst []byte, sk *skeleton) []byte {
+	dst = append(dst, sk.clientID[:]...)
+	dst = append(dst, sk.token[:]...)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(sk.savedAtMs))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(sk.subs)))
+	for _, sub := range sk.subs {
+		dst = appendString(dst, sub.Queue.Topic)
+		dst = appendString(dst, sub.Queue.Group)
+		dst = binary.BigEndian.AppendUint32(dst, sub.Queue.Partition)
+		dst = binary.BigEndian.AppendUint32(dst, sub.Prefetch)
+		autoAck := byte(0)
+		if sub.AutoAck {
+			autoAck = 1
+		}
+		dst = append(dst, autoAck)
+	}
+	return dst
+}
+
+// appendSnapshot encodes the whole durable state, maps in sorted order.
+func appendSnapshot(dst []byte, s *durableState) []byte {
+	dst = append(dst, snapshotMagic[:]...)
+	dst = append(dst, recordVersion)
+	dst = binary.BigEndian.AppendUint64(dst, s.lastIndex)
+	dst = binary.BigEndian.AppendUint64(dst, s.boot)
+	dst = append(dst, s.ownerID[:]...)
+	keys := sortedQueueKeys(s.queues)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(keys)))
+	for _, k := range keys {
+		dst = appendCatalogEntry(dst, s.queues[k])
+	}
+	ids := sortedClientIDs(s.skeletons)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(ids)))
+	for _, id := range ids {
+		dst = appendSkeleton(dst, s.skeletons[id])
+	}
+	return dst
+}
+
+func sortedQueueKeys(m map[queueKey]*catalogEntry) []queueKey {
+	keys := make([]queueKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareQueueKeys)
+	return keys
+}
+
+func compareQueueKeys(a, b queueKey) int {
+	switch {
+	case a.Topic < b.Topic:
+		return -1
+	case a.Topic > b.Topic:
+		return 1
+	case a.Group < b.Group:
+		return -1
+	case a.Group > b.Group:
+		return 1
+	}
+	return 0
+}
+
+func sortedClientIDs(m map[[16]byte]*skeleton) [][16]byte {
+	ids := make([][16]byte, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b [16]byte) int { return compareBytes(a[:], b[:]) })
+	return ids
+}
+
+func compareBytes(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			if a[i] < b[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return len(a) - len(b)
+}
+
+// ---- decoding
+
+// decodeRecord decodes one record that fills b exactly.
+func decodeRecord(b []byte) (*record, error) {
+	d := decoder{b: b}
+	if d.u8() != recordMagic {
+		return nil, fmt.Errorf("%w: bad magic", ErrCorruptRecord)
+	}
+	if v := d.u8(); v != recordVersion {
+		return nil, fmt.Errorf("%w: unknown format version %d", ErrCorruptRecord, v)
+	}
+	r := &record{kind: recordKind(d.u8())}
+	switch r.kind {
+	case recordBoot:
+		r.boot = d.u64()
+		d.fill(r.ownerID[:])
+		if r.boot == 0 || r.boot > bootMax {
+			d.fail("boot counter out of range")
+		}
+	case recordQueue:
+		r.queue = d.catalogEntry()
+	case recordSkeleton:
+		r.skeleton = d.skeleton()
+	case recordSkeletonRemoved:
+		d.fill(r.removed[:])
+	default:
+		return nil, fmt.Errorf("%w: unknown record kind %d", ErrCorruptRecord, r.kind)
+	}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// decodeSnapshot decodes a snapshot that fills b exactly.
+func decodeSnapshot(b []byte) (durableState, error) {
+	s := newDurableState()
+	d := decoder{b: b}
+	var magic [4]byte
+	d.fill(magic[:])
+	if magic != snapshotMagic {
+		return s, fmt.Errorf("%w: bad snapshot magic", ErrCorruptRecord)
+	}
+	if v := d.u8(); v != recordVersion {
+		return s, fmt.Errorf("%w: unknown snapshot version %d", ErrCorruptRecord, v)
+	}
+	s.lastIndex = d.u64()
+	s.boot = d.u64()
+	d.fill(s.ownerID[:])
+	count := d.count(9) // a queue entry takes at least 9 bytes
+	for i := uint32(0); i < count && d.err == nil; i++ {
+		e := d.catalogEntry()
+		if _, dup := s.queues[e.key]; dup {
+			d.fail("a queue listed twice")
+		}
+		s.queues[e.key] = e
+	}
+	count = d.count(44) // a skeleton takes at least 44 bytes
+	for i := uint32(0); i < count && d.err == nil; i++ {
+		sk := d.skeleton()
+		if _, dup := s.skeletons[sk.clientID]; dup {
+			d.fail("a skeleton listed twice")
+		}
+		s.skeletons[sk.clientID] = sk
+	}
+	if s.boot > bootMax {
+		d.fail("boot counter out of range")
+	}
+	return s, d.finish()
+}
+
+// decoder reads big-endian fields; the first failure sticks and later
+// reads yield zeroes, so callers check once at the end.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(why string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrCorruptRecord, why)
+	}
+}
+
+func (d *decoder) take(n int) []byte {
+	if d.err != nil || n < 0 || len(d.b) < n {
+		d.fail("short record")
+		return nil
+	}
+	out := d.b[:n]
+	d.b = d.b[n:]
+	return out
+}
+
+func (d *decoder) fill(dst []byte) {
+	if b := d.take(len(dst)); b != nil {
+		copy(dst, b)
+	}
+}
+
+func (d *decoder) u8() uint8 {
+	if b := d.take(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (d *decoder) u32() uint32 {
+	if b := d.take(4); b != nil {
+		return binary.BigEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (d *decoder) u64() uint64 {
+	if b := d.take(8); b != nil {
+		return binary.BigEndian.Uint64(b)
+	}
+	return 0
+}
+
+// count reads a count of items each at least minBytes long, refusing one the
+// remaining bytes cannot hold: never allocate from an untrusted count.
+func (d *decoder) count(minBytes int) uint32 {
+	n := d.u32()
+	if uint64(n)*uint64(minBytes) > uint64(len(d.b)) {
+		d.fail("count larger than the record")
+		return 0
+	}
+	return n
+}
+
+func (d *decoder) str() string {
+	n := d.u32()
+	if uint64(n) > uint64(len(d.b)) {
+		d.fail("string longer than the record")
+		return ""
+	}
+	s := string(d.take(int(n)))
+	if !utf8.ValidString(s) {
+		d.fail("invalid UTF-8")
+	}
+	return s
+}
+
+func (d *decoder) flag() bool {
+	switch d.u8() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	d.fail("bad presence flag")
+	return false
+}
+
+// queueName reads a topic and a group and checks them as a declare would.
+func (d *decoder) queueName() queueKey {
+	k := queueKey{Topic: d.str(), Group: d.str()}
+	if d.err == nil && validQueueKey(k) != nil {
+		d.fail(fmt.Sprintf("invalid queue name %q/%q", k.Topic, k.Group))
+	}
+	return k
+}
+
+func (d *decoder) catalogEntry() *catalogEntry {
+	e := &catalogEntry{key: d.queueName(), partitions: d.u32()}
+	if d.err == nil && e.partitions == 0 {
+		d.fail("a queue with no partitions")
+	}
+	if d.flag() {
+		p := &core.DLQPolicy{Kind: core.DLQPolicyKind(d.u8())}
+		p.Target = core.DLQTarget{Topic: d.str(), Group: d.str()}
+		switch {
+		case p.Kind > core.DLQCustom:
+			d.fail("unknown dead-letter policy")
+		case p.Kind == core.DLQCustom && validQueueKey(queueKey(p.Target)) != nil:
+			d.fail("invalid dead-letter target")
+		case p.Kind != core.DLQCustom && p.Target != (core.DLQTarget{}):
+			d.fail("a target on a policy that has none")
+		}
+		e.settings.DLQ = p
+	}
+	if d.flag() {
+		v := d.u32()
+		e.settings.MaxRetries = &v
+	}
+	if d.flag() {
+		v := int64(d.u64())
+		if v < 0 {
+			d.fail("negative default TTL")
+		}
+		e.settings.DefaultTTLMs = &v
+	}
+	return e
+}
+
+func (d *decoder) skeleton() *skeleton {
+	sk := &skeleton{}
+	d.fill(sk.clientID[:])
+	d.fill(sk.token[:])
+	sk.savedAtMs = int64(d.u64())
+	n := d.count(17) // a subscription takes at least 17 bytes
+	for i := uint32(0); i < n && d.err == nil; i++ {
+		k := d.queueName()
+		sub := SkeletonSub{Queue: core.QueueID{Topic: k.Topic, Group: k.Group, Partition: d.u32()}, Prefetch: d.u32()}
+		sub.AutoAck = d.flag()
+		sk.subs = append(sk.subs, sub)
+	}
+	return sk
+}
+
+func (d *decoder) finish() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("trailing bytes")
+	}
+	return d.err
+}
+
+// validQueueKey checks a queue's names (SPEC 1); Group must be normalised.
+func validQueueKey(k queueKey) error {
+	if err := core.ValidateName(k.Topic); err != nil {
+		return err
+	}
+	if k.Group != "" {
+		if k.Group == "default" {
+			return core.ErrInvalidName // "default" is stored as ""
+		}
+		return core.ValidateName(k.Group)
+	}
+	return nil
+}
+
+// assertTrue panics with why when cond is false: a bug, never an input.
+func assertHold(cond bool, why string) {
+	if !cond {
+		panic("fibril/core/node invariant violated: " + why)
+	}
+}
