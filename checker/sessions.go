@@ -18,7 +18,7 @@ import (
 //      between;
 //   7.7 a late ack settles: an ack sent on a resumed attachment for a tag
 //      of an earlier one is what ends that lease, unless the lease expired
-//      first.
+//      first or the link that carried it dropped before the lease ended.
 // Old histories have none of these events, and the checks stay quiet.
 
 type clientTag struct {
@@ -30,8 +30,10 @@ type clientTag struct {
 
 type lateAck struct {
 	key      msgKey
+	client   uint32
 	seq      uint64
 	deadline int64 // node time the delivery's lease ran out
+	dropped  bool  // the link that carried it dropped before the lease ended
 }
 
 type sessionChecker struct {
@@ -41,10 +43,11 @@ type sessionChecker struct {
 	delivered  map[tagKey]*Event    // node-side deliveries by (sub, tag)
 	waiting    map[msgKey]lateAck   // late acks waiting for the lease-ending entry
 	lastCrash  uint64               // seq of the last crash
+	attachedAt map[uint32]uint64    // client -> seq of its last attach
 }
 
 func newSessionChecker(h *History) *sessionChecker {
-	return &sessionChecker{h: h, acked: map[clientTag]uint64{}, delivered: map[tagKey]*Event{}, waiting: map[msgKey]lateAck{}}
+	return &sessionChecker{h: h, acked: map[clientTag]uint64{}, delivered: map[tagKey]*Event{}, waiting: map[msgKey]lateAck{}, attachedAt: map[uint32]uint64{}}
 }
 
 func (c *sessionChecker) fail(item int, check string, e *Event, subject, format string, args ...any) {
@@ -87,6 +90,15 @@ func (c *sessionChecker) event(e *Event) {
 		}
 	case KindAttach:
 		c.attach(e)
+	case KindDisconnect:
+		// An ACK has no reply: one still on its way when its link drops may
+		// be lost with it, and the client cannot tell.
+		for k, w := range c.waiting {
+			if w.client == e.Client {
+				w.dropped = true
+				c.waiting[k] = w
+			}
+		}
 	case KindEntry:
 		c.entry(e)
 	}
@@ -104,7 +116,7 @@ func (c *sessionChecker) settleCall(e *Event) {
 	if d == nil || d.AutoAck {
 		return
 	}
-	c.waiting[c.key(e)] = lateAck{key: c.key(e), seq: e.Seq, deadline: d.NowMs + c.h.Meta.LeaseMs}
+	c.waiting[c.key(e)] = lateAck{key: c.key(e), client: e.Client, seq: e.Seq, deadline: d.NowMs + c.h.Meta.LeaseMs}
 }
 
 // entry: the first lease-ending entry after a late ack must be its ack,
@@ -116,6 +128,9 @@ func (c *sessionChecker) entry(e *Event) {
 		return
 	}
 	delete(c.waiting, k)
+	if w.dropped {
+		return
+	}
 	switch core.EntryKind(e.EntryKind) {
 	case core.EntryAck:
 		return
@@ -132,32 +147,20 @@ func (c *sessionChecker) entry(e *Event) {
 }
 
 func (c *sessionChecker) attach(e *Event) {
+	previous := c.attachedAt[e.Client]
+	c.attachedAt[e.Client] = e.Seq
 	if e.Index2 == 0 || e.Outcome == "resumed" {
 		return
 	}
 	if e.AtMs2 >= int64(e.Index2) {
 		return // past what the grace surely covers
 	}
-	// A crash between the loss and this attach excuses it: the session
+	// A crash since the session's last attach excuses it: the session
 	// lived in the dead process (the skeleton is best-effort).
-	if c.lastCrash != 0 && c.crashAfter(e.AtMs-e.AtMs2) {
+	if c.lastCrash > previous {
 		return
 	}
 	c.fail(0, "resume_within_grace", e, fmt.Sprintf("client %d", e.Client),
 		"resumed %dms after losing its link (grace %dms surely covers %dms) and got %s, not resumed",
 		e.AtMs2, c.h.Meta.ReconnectGraceMs, e.Index2, e.Outcome)
-}
-
-// crashAfter reports whether a crash was recorded at or after true time atMs.
-func (c *sessionChecker) crashAfter(atMs int64) bool {
-	for i := range c.h.Events {
-		e := &c.h.Events[i]
-		if e.Seq > c.lastCrash {
-			break
-		}
-		if e.Kind == KindCrash && e.AtMs >= atMs {
-			return true
-		}
-	}
-	return false
 }

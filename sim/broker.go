@@ -65,7 +65,7 @@ type BrokerStats struct {
 	PowerLosses uint64
 	Envelopes   uint64
 	Bounces     uint64
-	Spills      uint64
+	Spills      uint64 // spilled payloads read back for a delivery
 	Snapshots   uint64
 	LoadFails   uint64
 	ReadFaults  uint64
@@ -92,8 +92,9 @@ type brokerHost struct {
 	shadow   *partShadow
 	// leaseIndexes is this step's lease entries: the checker pairs each
 	// delivery with the entry that leased it.
-	leaseIndexes []leaseMark
-	coreNowMs    int64
+	leaseIndexes   []leaseMark
+	stepDeliveries []*core.Delivery // scratch: this step's deliveries
+	coreNowMs      int64
 }
 
 // partShadow is what the driver knows of one partition across restarts.
@@ -211,9 +212,16 @@ func (b *Broker) crash(why string, powerLoss bool) {
 		b.stats.Crashes++
 	}
 	b.w.fault("%s broker %d (%s)", kind, b.id, why)
+	b.w.rec.add(checker.Event{Kind: checker.KindCrash, Node: b.id, NowMs: b.nowMs(), Text: kind}) // the process itself
 	for _, ps := range b.sortedShadows() {
+		// NowMs: the clock the partition's core last saw (the checker
+		// compares time-gated deliveries across a crash with it).
+		nowMs := b.nowMs()
+		if h := b.hosts[ps.queue]; h != nil {
+			nowMs = max(nowMs, h.coreNowMs)
+		}
 		b.w.rec.add(checker.Event{Kind: checker.KindCrash, Node: b.id, Part: ps.part, Index: ps.appended,
-			Index2: ps.synced, Text: kind})
+			Index2: ps.synced, NowMs: nowMs, Text: kind})
 	}
 	b.up = false
 	for _, c := range b.sortedConns() {
@@ -417,6 +425,9 @@ func (b *Broker) arrive(env node.Envelope) {
 	now := b.nowMs()
 	switch env.To.Kind {
 	case node.AddrNode:
+		if !b.resolveDeadLetter(env) {
+			return
+		}
 		b.stepNode(&node.Deliver{NowMs: now, Envelope: env}, "deliver")
 		return
 	case node.AddrSession:
@@ -430,7 +441,7 @@ func (b *Broker) arrive(env node.Envelope) {
 	case node.AddrPartition:
 		if h := b.hosts[env.To.Queue]; h != nil {
 			b.noteRequest(h, env.Msg)
-			b.stepHost(h, &node.Deliver{NowMs: now, Envelope: env}, "deliver")
+			b.stepHost(h, &node.Deliver{NowMs: now, Envelope: env}, triggerOf(env.Msg))
 			return
 		}
 	}
@@ -475,10 +486,32 @@ func (b *Broker) resolveStored(env node.Envelope) bool {
 			b.crash(fmt.Sprintf("payload read of %s offset %d failed: %v", ds.Queue, ds.Items[i].Offset, err), false)
 			return false
 		}
+		b.stats.Spills++
 		loaded := *body
 		loaded.Payload, loaded.Ref = payload, core.PayloadRef{}
 		ds.Items[i].Body = &loaded
 	}
+	return true
+}
+
+// resolveDeadLetter reads back the stored body of a DeadLetterOut from its
+// source partition's storage before the Node gets it: the copy goes into
+// another partition's log, which must hold its bytes.
+func (b *Broker) resolveDeadLetter(env node.Envelope) bool {
+	dl, ok := env.Msg.(*node.DeadLetterOut)
+	if !ok || dl.Body == nil || !dl.Body.IsStored() {
+		return true
+	}
+	payload, err := b.store.readPayload(env.From.Queue, dl.Body.Ref)
+	if err != nil {
+		b.stats.ReadFaults++
+		b.crash(fmt.Sprintf("payload read of %s offset %d for a dead-letter copy failed: %v", env.From.Queue, dl.Offset, err), false)
+		return false
+	}
+	b.stats.Spills++
+	loaded := *dl.Body
+	loaded.Payload, loaded.Ref = payload, core.PayloadRef{}
+	dl.Body = &loaded
 	return true
 }
 

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"sort"
+
 	"github.com/fibril-go/fibril/checker"
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/core/node"
@@ -30,12 +32,46 @@ func (b *Broker) noteRequest(h *brokerHost, msg node.Message) {
 	}
 }
 
+// triggerOf names what a Host was stepped with, as the checker knows
+// triggers (a client's nack or an unsubscribe may end a lease early; a
+// tick may not).
+func triggerOf(msg node.Message) string {
+	switch m := msg.(type) {
+	case *node.Request:
+		switch m.Input.(type) {
+		case *core.Publish:
+			return "publish"
+		case *core.Subscribe:
+			return "subscribe"
+		case *core.Unsubscribe:
+			return "unsubscribe"
+		case *core.Ack:
+			return "ack"
+		case *core.Nack:
+			return "nack"
+		case *core.PauseSubscription:
+			return "pause"
+		}
+		return "request"
+	case *node.StoreDeadLetter:
+		return "dead_letter"
+	case *node.DeadLetterStored:
+		return "dead_letter_done"
+	case *node.DeadLetterFailed:
+		return "dead_letter_failed"
+	case *node.DeclareSettings:
+		return "declare"
+	}
+	return "deliver"
+}
+
 func (b *Broker) recordHostEffects(h *brokerHost, rd *node.Ready, trigger string) {
 	ps := h.shadow
 	h.leaseIndexes = h.leaseIndexes[:0]
 	for i := range rd.PersistEntries {
 		b.recordEntry(h, &rd.PersistEntries[i], trigger)
 	}
+	h.stepDeliveries = h.stepDeliveries[:0]
 	for i := range rd.Out {
 		env := &rd.Out[i]
 		switch m := env.Msg.(type) {
@@ -45,12 +81,15 @@ func (b *Broker) recordHostEffects(h *brokerHost, rd *node.Ready, trigger string
 					Offset: m.Reply.Offset, NowMs: h.coreNowMs})
 			}
 		case *node.Deliveries:
-			b.recordDeliveries(h, m)
+			for j := range m.Items {
+				h.stepDeliveries = append(h.stepDeliveries, &m.Items[j])
+			}
 		case *node.SubscriptionEnded:
 			b.w.rec.add(checker.Event{Kind: checker.KindSubEnd, Node: b.id, Part: ps.part, Sub: m.SubID,
 				NowMs: h.coreNowMs, Text: "ended by the partition"})
 		}
 	}
+	b.recordDeliveries(h)
 	for _, s := range rd.Settled {
 		outcome := checker.OutcomeAcked
 		switch s.Kind {
@@ -92,10 +131,14 @@ func (b *Broker) recordEntry(h *brokerHost, e *core.Entry, trigger string) {
 	}
 }
 
-func (b *Broker) recordDeliveries(h *brokerHost, ds *node.Deliveries) {
+// recordDeliveries records the step's deliveries in the order the core
+// made them: the Host groups them per subscription, and tags are minted in
+// delivery order.
+func (b *Broker) recordDeliveries(h *brokerHost) {
 	ps := h.shadow
-	for i := range ds.Items {
-		d := &ds.Items[i]
+	items := h.stepDeliveries
+	sort.Slice(items, func(i, j int) bool { return items[i].Tag < items[j].Tag })
+	for _, d := range items {
 		var index uint64
 		autoAck := false
 		for _, li := range h.leaseIndexes {

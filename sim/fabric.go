@@ -103,11 +103,14 @@ func (n *Fabric) transit(l *Link) (atMs int64, ok bool) {
 	return t, false
 }
 
-// write sends a copy of chunk on l in direction dir.
+// write sends a copy of chunk on l in direction dir. A nil chunk toward
+// the broker is the link's opening (the broker accepts it), ordered before
+// every byte written after it.
 func (n *Fabric) write(l *Link, dir int, chunk []byte) {
-	if l.doomed || len(chunk) == 0 {
+	if l.doomed || chunk != nil && len(chunk) == 0 {
 		return
 	}
+	assert(chunk != nil || dir == toBroker, "only a peer opens a link")
 	if dir == toBroker {
 		assert(!l.closedAtPeer, "a peer writes only on a link it thinks open")
 	} else {

@@ -29,6 +29,9 @@ type memLog[T any] struct {
 	items         []T // after the snapshot
 	synced        uint64
 	storedUpTo    uint64 // last index whose payload was reported stored
+	// payloads are the stored payloads by entry index (blob files: they
+	// outlive the snapshot that covers their entries).
+	payloads map[uint64][]byte
 }
 
 func (l *memLog[T]) last() uint64 { return l.snapshotIndex + uint64(len(l.items)) }
@@ -117,6 +120,10 @@ func (d *memDisk) storedSince(q core.QueueID, upTo uint64) []node.StoredPayload 
 		}
 		out = append(out, node.StoredPayload{Offset: e.Offset, Ref: core.PayloadRef{File: 1, OffsetBytes: index,
 			LengthBytes: uint32(len(e.Body.Payload)), Checksum: crc32.ChecksumIEEE(e.Body.Payload)}})
+		if l.payloads == nil {
+			l.payloads = map[uint64][]byte{}
+		}
+		l.payloads[index] = e.Body.Payload
 	}
 	l.storedUpTo = max(l.storedUpTo, upTo)
 	return out
@@ -124,15 +131,14 @@ func (d *memDisk) storedSince(q core.QueueID, upTo uint64) []node.StoredPayload 
 
 func (d *memDisk) readPayload(q core.QueueID, ref core.PayloadRef) ([]byte, error) {
 	l := d.part(q)
-	index := ref.OffsetBytes
-	if index <= l.snapshotIndex || index > l.last() {
-		return nil, errors.New("sim: stored payload outside the log")
+	payload, ok := l.payloads[ref.OffsetBytes]
+	if !ok {
+		return nil, errors.New("sim: no stored payload at that ref")
 	}
-	e := &l.items[index-l.snapshotIndex-1]
-	if e.Body == nil || crc32.ChecksumIEEE(e.Body.Payload) != ref.Checksum || uint32(len(e.Body.Payload)) != ref.LengthBytes {
+	if crc32.ChecksumIEEE(payload) != ref.Checksum || uint32(len(payload)) != ref.LengthBytes {
 		return nil, errors.New("sim: stored payload does not match its ref")
 	}
-	return e.Body.Payload, nil
+	return payload, nil
 }
 
 func (d *memDisk) durableUpTo(h *brokerHost, index uint64) bool {

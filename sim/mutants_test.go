@@ -361,7 +361,7 @@ func TestMutantsAreCaught(t *testing.T) {
 			caughtAt := uint64(0)
 			var first string
 			for seed := uint64(1); seed <= mutantSeedsMax; seed++ {
-				o := sim.RunChecked(sweepScenario(seed), seed, sim.Options{CheckInvariants: true, Wrap: m.wrap})
+				o := sim.RunChecked(sweepScenario(seed), seed, sim.Options{CheckInvariants: true, Wrap: m.wrap, Legacy: true})
 				if !o.OK() {
 					caughtAt = seed
 					first = checksThatFired(o) + "; first: " + o.Report.Violations[0].String()
@@ -373,7 +373,7 @@ func TestMutantsAreCaught(t *testing.T) {
 			}
 			// The real core passes every seed the mutant needed.
 			for seed := uint64(1); seed <= caughtAt; seed++ {
-				if o := sim.RunChecked(sweepScenario(seed), seed, sim.Options{CheckInvariants: true}); !o.OK() {
+				if o := sim.RunChecked(sweepScenario(seed), seed, sim.Options{CheckInvariants: true, Legacy: true}); !o.OK() {
 					t.Fatalf("the real core fails seed %d: %s", seed, o.Report.Summary(5))
 				}
 			}

@@ -72,6 +72,7 @@ type Peer struct {
 
 	// Declarer.
 	declared []bool
+	retired  bool // done: never reconnects
 }
 
 type peerRole uint8
@@ -160,7 +161,7 @@ func (p *Peer) start() {
 
 // connect dials the broker and sends HELLO (resuming the session it had).
 func (p *Peer) connect() {
-	if p.link != nil || p.w.stopped {
+	if p.link != nil || p.w.stopped || p.retired {
 		return
 	}
 	l := p.w.fabric.newLink(p, p.broker)
@@ -418,7 +419,8 @@ func (p *Peer) recordAttach(outcome wire.ResumeOutcome) {
 	}
 	ev := checker.Event{Kind: checker.KindAttach, Client: p.id, Outcome: name}
 	if p.resuming && p.lostAuthed {
-		f := &p.w.faults
+		// The safety phase's knobs bound what is still on its way now.
+		f := &p.w.safetyFaults
 		graceMs := p.w.nodeCfg.ReconnectGraceMs
 		// The broker may learn of the loss up to one delivery earlier than
 		// the peer, and its clock may run fast.
@@ -444,7 +446,10 @@ func (p *Peer) onAuthOk() {
 	if p.state != stateAuth {
 		return
 	}
-	if p.role == roleConsumer && p.outcome == wire.ResumeResumed && p.hasSubs() {
+	// A resumed consumer always reconciles, even with nothing to list: a
+	// subscribe whose answer the dropped link lost may exist on the server
+	// (it is then closed server-side, close_server_side).
+	if p.role == roleConsumer && p.outcome == wire.ResumeResumed {
 		p.reconcile()
 		return
 	}

@@ -21,10 +21,9 @@ type Options struct {
 	// SkipCheck skips the checker in RunChecked (measuring the simulator
 	// alone); a run that aborts still reports through Result.Aborted.
 	SkipCheck bool
-	// NodeCore runs the node-core driver (brokers of Node, Session and Host
-	// machines, wire clients) instead of the old partition driver, which
-	// stays the default only until the node core's machines land.
-	NodeCore bool
+	// Legacy runs the old partition driver instead of the node-core one
+	// (kept only while the mutants move over).
+	Legacy bool
 }
 
 // Result is one run: its history, trace hash and counters.
@@ -135,7 +134,7 @@ func trimStack(stack []byte) string {
 
 func newWorld(sc *Scenario, seed uint64, opts Options) *World {
 	w := &World{scenario: sc, seed: seed, swarm: opts.Swarm, rng: NewRand(seed),
-		checkInvariants: opts.CheckInvariants, wrapFn: opts.Wrap, phase: phaseSafety, legacy: !opts.NodeCore}
+		checkInvariants: opts.CheckInvariants, wrapFn: opts.Wrap, phase: phaseSafety, legacy: opts.Legacy}
 	w.rec = newRecorder(w)
 	faultRng := w.rng.Fork()
 	w.safetyFaults = sc.Faults

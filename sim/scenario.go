@@ -166,6 +166,7 @@ func DefaultWorkload() Workload {
 		OutstandingConfirmsMax: 16,
 		ConfirmRatio:           0.8,
 		KeyedRatio:             0.5,
+		LargePayloadRatio:      0.2,
 		PrefetchMin:            1,
 		PrefetchMax:            8,
 		ProcessMinMs:           0,

@@ -122,8 +122,8 @@ func (w *World) declaredAll(p *Peer) {
 	}
 	w.clientsStarted = true
 	w.note("every queue declared: clients start")
+	p.retired = true // the declarer does not reconnect
 	p.drop("declarer done")
-	p.link = nil // the declarer does not reconnect
 	for _, c := range w.peers {
 		c := c
 		w.after(w.rng.RangeInt64(0, 20), c.start)
@@ -145,6 +145,27 @@ func (w *World) isQuiescentBrokers() bool {
 				return false
 			}
 		}
+		// A partition written to and not loaded now may hold live messages
+		// nobody is draining.
+		for _, ps := range b.sortedShadows() {
+			if b.hosts[ps.queue] == nil {
+				return false
+			}
+		}
+	}
+	// Every consumer is attached and subscribed everywhere.
+	for _, p := range w.peers {
+		if p.role != roleConsumer {
+			continue
+		}
+		if p.state != stateReady {
+			return false
+		}
+		for _, s := range p.subs {
+			if !s.active {
+				return false
+			}
+		}
 	}
 	return true
 }
@@ -161,10 +182,28 @@ func (w *World) stuckReportBrokers() string {
 			fmt.Fprintf(&sb, " broker %d down;", b.id)
 			continue
 		}
-		fmt.Fprintf(&sb, " broker %d envelopes %d;", b.id, b.envelopesInFlight)
+		fmt.Fprintf(&sb, " broker %d envelopes %d round %+v snapshots waiting %d;", b.id, b.envelopesInFlight, b.store.round, len(b.store.snapshots))
+		for _, p := range b.store.snapshots {
+			fmt.Fprintf(&sb, " (snapshot of %v at %d);", p.from, p.req.Index)
+		}
 		for _, h := range b.hostOrder {
 			if live := h.m.Partition().Live(); live > 0 || h.shadow.appended != h.shadow.synced {
 				fmt.Fprintf(&sb, " %s live %d appended %d synced %d;", h.queue, live, h.shadow.appended, h.shadow.synced)
+			}
+		}
+		for _, ps := range b.sortedShadows() {
+			if b.hosts[ps.queue] == nil {
+				fmt.Fprintf(&sb, " %s not loaded;", ps.queue)
+			}
+		}
+	}
+	for _, p := range w.peers {
+		if p.role == roleConsumer && p.state != stateReady {
+			fmt.Fprintf(&sb, " client %d not attached (state %d);", p.id, p.state)
+		}
+		for _, s := range p.subs {
+			if !s.active {
+				fmt.Fprintf(&sb, " client %d not subscribed to %s (sub %d pending %v);", p.id, w.catalogue[s.part].queueID, s.id, s.pending)
 			}
 		}
 	}
