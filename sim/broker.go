@@ -149,7 +149,12 @@ func (b *Broker) boot() {
 	b.nodeWake = wakeTimer{gen: b.nodeWake.gen + 1}
 	snapshot, records, err := b.store.openNodeLog()
 	if err != nil {
-		b.w.abort(fmt.Sprintf("broker %d: the node log does not recover: %v", b.id, err))
+		// A read fault (bit rot) or an fsync error during recovery: the
+		// process fails again and retries; a log that never recovers
+		// leaves the run undrained.
+		b.w.fault("broker %d: the node log does not recover: %v", b.id, err)
+		b.store.crash(false)
+		b.w.after(b.rng.RangeInt64(b.w.faults.RestartDelayMinMs, b.w.faults.RestartDelayMaxMs), b.boot)
 		return
 	}
 	n, err := node.NewNode(b.cfg, snapshot, records, b.entropy())
@@ -542,6 +547,7 @@ func (b *Broker) load(req node.LoadRequest) {
 		}
 		req.Config = cfg
 		h := &brokerHost{queue: q, m: node.NewHost(b.cfg, p, req), shadow: ps}
+		b.store.bind(h)
 		b.hosts[q] = h
 		b.hostOrder = append(b.hostOrder, h)
 		b.stepHost(h, &node.Tick{NowMs: b.nowMs()}, "load")

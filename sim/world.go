@@ -260,6 +260,9 @@ func (w *World) startLiveness() {
 		for _, p := range w.peers {
 			p.vanishUntilMs = 0
 		}
+		for _, b := range w.brokers {
+			b.store.setFaults() // the filesystem's faults go off too
+		}
 	}
 	w.rec.add(checker.Event{Kind: checker.KindPhase, Text: "liveness: faults off, consumers drain"})
 	for _, c := range w.clients {

@@ -137,7 +137,7 @@ func (w *World) isQuiescentBrokers() bool {
 		return false
 	}
 	for _, b := range w.brokers {
-		if !b.up || b.envelopesInFlight > 0 || b.store.round.inFlight || b.store.round.scheduled || len(b.store.snapshots) > 0 {
+		if !b.up || b.envelopesInFlight > 0 || b.store.busy() {
 			return false
 		}
 		for _, h := range b.hostOrder {
@@ -182,10 +182,7 @@ func (w *World) stuckReportBrokers() string {
 			fmt.Fprintf(&sb, " broker %d down;", b.id)
 			continue
 		}
-		fmt.Fprintf(&sb, " broker %d envelopes %d round %+v snapshots waiting %d;", b.id, b.envelopesInFlight, b.store.round, len(b.store.snapshots))
-		for _, p := range b.store.snapshots {
-			fmt.Fprintf(&sb, " (snapshot of %v at %d);", p.from, p.req.Index)
-		}
+		fmt.Fprintf(&sb, " broker %d envelopes %d round %+v storage busy %v;", b.id, b.envelopesInFlight, b.store.round, b.store.busy())
 		for _, h := range b.hostOrder {
 			if live := h.m.Partition().Live(); live > 0 || h.shadow.appended != h.shadow.synced {
 				fmt.Fprintf(&sb, " %s live %d appended %d synced %d;", h.queue, live, h.shadow.appended, h.shadow.synced)
