@@ -12,7 +12,8 @@ func TornWriteRecovery() *sim.Scenario {
 	s := base("torn-write", "crashes that tear and garble the unsynced log tail")
 	s.Faults.CrashProbabilityPerStep = 0.001
 	s.Faults.CrashAfterFsyncRatio = 0.01
-	s.Faults.TornWriteRatio = 1
+	s.Faults.TornWriteRatio = 1 // the old driver's knob
+	s.Faults.PowerLossRatio = 1 // simfs tears the unsynced tails
 	s.Faults.GroupCommitWindowMs = 8
 	s.Faults.FsyncLatencyMinMs, s.Faults.FsyncLatencyMaxMs = 2, 12
 	s.Workload.RetryRatio = 0.05

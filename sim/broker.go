@@ -108,6 +108,7 @@ type partShadow struct {
 	// one a sync covered (for crash events).
 	appended uint64
 	synced   uint64
+	loads    int // recoveries so far (the first is of an empty log)
 }
 
 // brokerConn is one accepted connection.
@@ -546,7 +547,7 @@ func (b *Broker) load(req node.LoadRequest) {
 			return
 		}
 		req.Config = cfg
-		h := &brokerHost{queue: q, m: node.NewHost(b.cfg, p, req), shadow: ps}
+		h := &brokerHost{queue: q, m: b.newHost(p, req, ps), shadow: ps}
 		b.store.bind(h)
 		b.hosts[q] = h
 		b.hostOrder = append(b.hostOrder, h)
@@ -558,6 +559,21 @@ func (b *Broker) load(req node.LoadRequest) {
 }
 
 var errLoadFault = fmt.Errorf("sim: injected load failure")
+
+// newHost builds the Host of a recovered partition; a test's Wrap may put a
+// deliberately broken machine around the partition (a mutant), through
+// whose Step the Host then steps it.
+func (b *Broker) newHost(p *core.Partition, req node.LoadRequest, ps *partShadow) *node.Host {
+	if b.w.wrapFn == nil {
+		return node.NewHost(b.cfg, p, req)
+	}
+	rec := b.store.recovered[req.Queue]
+	m := b.w.wrapFn(p, MachineInfo{Queue: req.Queue, Recovered: ps.loads > 1, Entries: rec.Entries, Snapshot: rec.Snapshot})
+	if other, ok := m.(*core.Partition); ok {
+		return node.NewHost(b.cfg, other, req) // a replacement partition
+	}
+	return node.NewHostStepping(b.cfg, p, req, m.Step)
+}
 
 // checkPassword answers a PasswordCheck. The simulated user store is
 // empty: sessions authenticate with the built-in loopback credentials.

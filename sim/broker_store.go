@@ -36,6 +36,8 @@ type brokerStore struct {
 	nodeSnaps   []pendingSnapshot
 	parts       map[core.QueueID]*partStore
 	partOrder   []*partStore
+	// recovered is what each partition's last recovery gave (for Wrap).
+	recovered map[core.QueueID]storage.Recovered
 
 	round roundState
 	// reports are what the round's worker reported, to be carried out by
@@ -174,6 +176,13 @@ func (s *brokerStore) openPartition(ps *partShadow, cfg core.Config) (*core.Part
 	}
 	s.parts[ps.queue] = st
 	s.partOrder = append(s.partOrder, st)
+	ps.loads++
+	if s.b.w.wrapFn != nil {
+		if s.recovered == nil {
+			s.recovered = map[core.QueueID]storage.Recovered{}
+		}
+		s.recovered[ps.queue] = rec
+	}
 	s.recordRecovery(ps, cfg, p)
 	return p, nil
 }
