@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	"github.com/fibril-go/fibril/checker"
@@ -185,6 +187,11 @@ func (s *brokerStore) openPartition(ps *partShadow, cfg core.Config) (*core.Part
 	}
 	s.recordRecovery(ps, cfg, p)
 	return p, nil
+}
+
+func snapshotHash(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 func partDirName(q core.QueueID) string {

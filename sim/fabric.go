@@ -49,6 +49,15 @@ type Link struct {
 	inFlightToPeerBytes int
 }
 
+// NetStats counts what the network did to chunks (a Result reports it).
+type NetStats struct {
+	Packets           uint64 // chunks
+	LostTransmissions uint64
+	Duplicates        uint64
+	Resets            uint64
+	Partitions        uint64
+}
+
 // FabricStats counts what the network did to chunks.
 type FabricStats struct {
 	Chunks            uint64

@@ -31,11 +31,10 @@ type Faults struct {
 	PartitionClientsRatio   float64 // share of clients on the far side
 
 	// Node process and disk.
-	CrashProbabilityPerStep float64 // per node step (packet, timer, fsync)
+	CrashProbabilityPerStep float64 // per machine step, round start and fsync completion
 	CrashAfterFsyncRatio    float64 // per fsync: crash once durable, before Persisted is fed
 	RestartDelayMinMs       int64
 	RestartDelayMaxMs       int64
-	TornWriteRatio          float64 // per crash: part of the unsynced tail reaches disk, torn
 	FsyncLatencyMinMs       int64
 	FsyncLatencyMaxMs       int64
 	GroupCommitWindowMs     int64 // appends wait up to this long to share an fsync
@@ -125,9 +124,6 @@ func SwarmFaults(rng *Rand) Faults {
 	if rng.Chance(0.5) {
 		f.CrashAfterFsyncRatio = rng.RangeFloat(0.0005, 0.02)
 	}
-	if rng.Chance(0.5) {
-		f.TornWriteRatio = rng.RangeFloat(0.2, 1)
-	}
 	f.RestartDelayMaxMs = rng.RangeInt64(10, 2000)
 	f.RestartDelayMinMs = rng.RangeInt64(1, f.RestartDelayMaxMs)
 	f.FsyncLatencyMaxMs = rng.RangeInt64(1, 30)
@@ -205,7 +201,7 @@ func (f *Faults) validate() error {
 	}
 	for _, ratio := range []float64{f.PacketLossRatio, f.PacketDuplicateRatio, f.ConnectionResetRatio,
 		f.PacketDelayTailRatio, f.PartitionClientsRatio, f.CrashProbabilityPerStep,
-		f.CrashAfterFsyncRatio, f.TornWriteRatio, f.PowerLossRatio, f.FsyncErrorRatio, f.BitRotRatio,
+		f.CrashAfterFsyncRatio, f.PowerLossRatio, f.FsyncErrorRatio, f.BitRotRatio,
 		f.LoadFailRatio, f.StalledHandshakeRatio, f.NoAuthRatio, f.OversizeFrameRatio, f.SplitWriteRatio} {
 		if ratio < 0 || ratio > 1 {
 			return fmt.Errorf("sim: ratios must be within 0..1")

@@ -19,6 +19,59 @@ import (
 //     down waits for the session's next attachment: a late ack);
 //   - in the liveness phase every delivery is acked, so the run drains.
 
+// maintainIntervalMs is how often a consumer re-subscribes what it lost.
+const maintainIntervalMs = 250
+
+// action is what a consumer does with one delivery.
+type action uint8
+
+const (
+	doAck action = iota
+	doRetry
+	doRetryAfter
+	doFail
+	doSilent
+	doDisconnect
+	doUnsubscribe
+	doStopReading
+)
+
+type batchedAck struct{ tag, msgID uint64 }
+
+// headerMsgID carries a message's client-visible identity.
+const headerMsgID = "x-msg-id"
+
+// bodyMsgID reads the x-msg-id header (0 when absent or malformed).
+func bodyMsgID(b *core.Body) uint64 {
+	for _, h := range b.Headers {
+		if h.Key == headerMsgID {
+			id, err := strconv.ParseUint(h.Value, 10, 64)
+			if err != nil {
+				return 0
+			}
+			return id
+		}
+	}
+	return 0
+}
+
+func dlqHeaders(b *core.Body) []checker.Header {
+	var out []checker.Header
+	for _, h := range b.Headers {
+		out = append(out, checker.Header{Key: h.Key, Value: h.Value})
+	}
+	return out
+}
+
+func fnv1a64(s string) uint64 {
+	h := uint64(fnvOffset64)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime64
+	}
+	return h
+}
+
 // peerSub is the consumer's subscription to one partition.
 type peerSub struct {
 	part     int
@@ -272,6 +325,13 @@ func (p *Peer) onSubscriptionClosed(m wire.SubscriptionClosed) {
 // attachment (PROTOCOL 7.8, policy restore).
 func (p *Peer) reconcile() {
 	p.state = stateReconcile
+	req := p.reconcileFrame()
+	p.pending[req] = &peerOp{kind: opReconcile}
+}
+
+// reconcileFrame writes a RECONCILE_CLIENT listing every subscription the
+// peer holds.
+func (p *Peer) reconcileFrame() uint64 {
 	var subs []wire.ReconcileSub
 	for _, s := range p.subs {
 		if s.id == 0 || !s.active {
@@ -281,17 +341,45 @@ func (p *Peer) reconcile() {
 		subs = append(subs, wire.ReconcileSub{SubID: s.id, Topic: spec.queueID.Topic, Partition: spec.queueID.Partition,
 			AutoAck: s.autoAck, Prefetch: s.prefetch})
 	}
-	req := p.writeFrame(wire.OpReconcileClient, wire.ReconcileClient{Policy: wire.ReconcileRestore, Subscriptions: subs})
-	p.pending[req] = &peerOp{kind: opReconcile}
+	return p.writeFrame(wire.OpReconcileClient, wire.ReconcileClient{Policy: wire.ReconcileRestore, Subscriptions: subs})
+}
+
+// unsubscribe ends one subscription the only way the protocol has (7.11): a
+// RECONCILE_CLIENT that omits it, so the broker closes it server-side and
+// requeues its deliveries. Skipped while a subscribe is on its way (the
+// reconcile would close what its SUBSCRIBE_OK is about to report).
+func (p *Peer) unsubscribe(s *peerSub) {
+	if p.state != stateReady || s.id == 0 {
+		return
+	}
+	for _, other := range p.subs {
+		if other.pending {
+			return
+		}
+	}
+	for _, op := range p.pending {
+		if op.kind == opReconcile {
+			return
+		}
+	}
+	op := p.w.newOp()
+	p.w.rec.add(checker.Event{Kind: checker.KindUnsubscribeCall, Client: p.id, Op: op, Part: s.part + 1, Sub: s.id})
+	p.w.stats.ClientOps++
+	s.clear() // its tags die with it
+	req := p.reconcileFrame()
+	p.pending[req] = &peerOp{kind: opReconcile, op: op, sub: s, part: s.part}
 }
 
 func (p *Peer) onReconcileResult(h wire.Header, m wire.ReconcileResult) {
 	op := p.pending[h.RequestID]
-	if op == nil || op.kind != opReconcile || p.state != stateReconcile {
+	if op == nil || op.kind != opReconcile {
 		p.w.abort(fmt.Sprintf("client %d: RECONCILE_RESULT it did not ask for", p.id))
 		return
 	}
 	delete(p.pending, h.RequestID)
+	if op.sub != nil {
+		p.w.rec.add(checker.Event{Kind: checker.KindUnsubscribeReturn, Client: p.id, Op: op.op, Part: op.part + 1, Ok: true})
+	}
 	kept := map[*peerSub]bool{}
 	for _, e := range m.Entries {
 		client, ok := e.Client.Get()
@@ -315,7 +403,9 @@ func (p *Peer) onReconcileResult(h wire.Header, m wire.ReconcileResult) {
 			s.clear() // the Go client closes what the result does not keep
 		}
 	}
-	p.ready()
+	if p.state == stateReconcile {
+		p.ready()
+	}
 }
 
 func (p *Peer) subByID(id uint64) *peerSub {
@@ -369,6 +459,8 @@ func (p *Peer) onDeliver(m wire.Deliver) {
 		case doDisconnect:
 			p.drop("consumer disconnects")
 		case doUnsubscribe:
+			p.unsubscribe(s)
+		case doStopReading:
 			p.stopReading(p.rng.RangeInt64(1, max(w.NotReadingMaxMs, 1)))
 		}
 	})
@@ -385,7 +477,8 @@ func (p *Peer) chooseAction() action {
 		act   action
 	}{
 		{w.RetryRatio, doRetry}, {w.RetryAfterRatio, doRetryAfter}, {w.FailRatio, doFail},
-		{w.SilentRatio, doSilent}, {w.DisconnectRatio, doDisconnect}, {w.NotReadingRatio, doUnsubscribe},
+		{w.SilentRatio, doSilent}, {w.DisconnectRatio, doDisconnect}, {w.UnsubscribeRatio, doUnsubscribe},
+		{w.NotReadingRatio, doStopReading},
 	} {
 		if r < choice.ratio {
 			return choice.act

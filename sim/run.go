@@ -16,14 +16,12 @@ type Options struct {
 	// CheckInvariants calls CheckInvariants after every Step (O(state) each:
 	// on in tests and CI sweeps, off when measuring speed).
 	CheckInvariants bool
-	// Wrap builds the machine around each partition (tests: mutants).
+	// Wrap builds the machine the Host steps around each partition
+	// (tests: mutants).
 	Wrap WrapMachine
 	// SkipCheck skips the checker in RunChecked (measuring the simulator
 	// alone); a run that aborts still reports through Result.Aborted.
 	SkipCheck bool
-	// Legacy runs the old partition driver instead of the node-core one
-	// (kept only while the mutants move over).
-	Legacy bool
 }
 
 // Result is one run: its history, trace hash and counters.
@@ -92,15 +90,7 @@ func Run(sc *Scenario, seed uint64, opts Options) (res *Result) {
 		res.TraceHash = w.rec.hash
 		res.Stats = w.stats
 		res.Stats.SimMs = w.nowMs
-		if w.legacy {
-			res.Net = w.net.stats
-			res.Stats.FaultsInjected += w.net.stats.LostTransmissions + w.net.stats.Duplicates + w.net.stats.Resets
-			for _, n := range w.nodes {
-				res.Stats.Crashes += n.stats.Crashes
-				res.Stats.Spills += n.stats.Spills
-				res.Stats.Steps += n.stats.Steps
-			}
-		} else if w.fabric != nil {
+		if w.fabric != nil {
 			fs := w.fabric.stats
 			res.Net = NetStats{Packets: fs.Chunks, LostTransmissions: fs.LostTransmissions, Duplicates: fs.Duplicates,
 				Resets: fs.Resets, Partitions: fs.Partitions}
@@ -134,7 +124,7 @@ func trimStack(stack []byte) string {
 
 func newWorld(sc *Scenario, seed uint64, opts Options) *World {
 	w := &World{scenario: sc, seed: seed, swarm: opts.Swarm, rng: NewRand(seed),
-		checkInvariants: opts.CheckInvariants, wrapFn: opts.Wrap, phase: phaseSafety, legacy: opts.Legacy}
+		checkInvariants: opts.CheckInvariants, wrapFn: opts.Wrap, phase: phaseSafety}
 	w.rec = newRecorder(w)
 	faultRng := w.rng.Fork()
 	w.safetyFaults = sc.Faults
@@ -148,9 +138,6 @@ func newWorld(sc *Scenario, seed uint64, opts Options) *World {
 				queueID: core.QueueID{Topic: q.Topic, Partition: uint32(p)}})
 		}
 	}
-	if w.legacy {
-		w.net = &Network{w: w, rng: w.rng.Fork()}
-	}
 	w.rec.history.Meta = w.meta()
 	w.rec.hashLine(w.rec.history.Meta.Replay)
 	w.rec.hashLine(w.safetyFaults.String())
@@ -163,9 +150,7 @@ func (w *World) meta() checker.Meta {
 		Faults: w.safetyFaults.String(), LeaseMs: sc.LeaseMs, GlobalDLQ: sc.GlobalDLQ,
 		PrefetchMax: core.DefaultConfig(core.QueueID{Topic: "x"}).PrefetchMax,
 		Replay:      ReplayCommand(sc.Name, w.seed, Options{Swarm: w.swarm})}
-	if !w.legacy {
-		m.ReconnectGraceMs = w.nodeConfig().ReconnectGraceMs
-	}
+	m.ReconnectGraceMs = w.nodeConfig().ReconnectGraceMs
 	for _, q := range sc.Queues {
 		m.Queues = append(m.Queues, checker.QueueSpec{Topic: q.Topic, Partitions: q.Partitions, MaxRetries: q.MaxRetries,
 			DLQKind: uint8(q.DLQ.Kind), DLQTarget: q.DLQ.Target.Topic, DefaultTTLMs: q.DefaultTTLMs, DeadLetterSink: q.DeadLetterSink})
@@ -176,35 +161,7 @@ func (w *World) meta() checker.Meta {
 	return m
 }
 
-func (w *World) setup() {
-	if !w.legacy {
-		w.setupBrokers()
-		return
-	}
-	sc := w.scenario
-	nodeCount := max(sc.NodeCount, 1)
-	for i := 0; i < nodeCount; i++ {
-		n := newNode(w, uint32(i+1), w.rng.Fork())
-		w.nodes = append(w.nodes, n)
-		n.boot()
-	}
-	id := uint32(0)
-	for i := 0; i < sc.Workload.Producers; i++ {
-		id++
-		w.clients = append(w.clients, newClient(w, id, false, w.nodes[i%nodeCount], w.rng.Fork()))
-	}
-	for i := 0; i < sc.Workload.Consumers; i++ {
-		id++
-		w.clients = append(w.clients, newClient(w, id, true, w.nodes[i%nodeCount], w.rng.Fork()))
-	}
-	for _, c := range w.clients {
-		w.after(w.rng.RangeInt64(0, 20), c.start)
-	}
-	w.startFaultProcesses()
-	w.schedule(sc.Schedule)
-	w.at(sc.Workload.SafetyPhaseMs, w.startLiveness)
-	w.at(sc.Workload.SafetyPhaseMs+sc.Workload.LivenessPhaseMaxMs, func() { w.stopped = true })
-}
+func (w *World) setup() { w.setupBrokers() }
 
 func (w *World) loop() {
 	for !w.stopped && w.q.len() > 0 {
@@ -224,32 +181,7 @@ func (w *World) finish() {
 	if !w.quiescent {
 		w.rec.add(checker.Event{Kind: checker.KindDeadLock, Text: w.stuckReport()})
 	}
-	if !w.legacy {
-		w.finishBrokers()
-		return
-	}
-	for _, n := range w.nodes {
-		n.recordFinal()
-	}
+	w.finishBrokers()
 }
 
-func (w *World) stuckReport() string {
-	if !w.legacy {
-		return w.stuckReportBrokers()
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "not drained %dms into the liveness phase:", w.scenario.Workload.LivenessPhaseMaxMs)
-	fmt.Fprintf(&b, " packets in flight %d;", w.net.inFlight)
-	for _, n := range w.nodes {
-		if !n.up {
-			fmt.Fprintf(&b, " node %d down;", n.id)
-			continue
-		}
-		for _, ps := range n.parts {
-			if live := ps.m.Live(); live > 0 || ps.appendedIndex != ps.persistedIndex {
-				fmt.Fprintf(&b, " %s live %d appended %d persisted %d;", ps.cfg.Queue, live, ps.appendedIndex, ps.persistedIndex)
-			}
-		}
-	}
-	return b.String()
-}
+func (w *World) stuckReport() string { return w.stuckReportBrokers() }

@@ -42,9 +42,6 @@ type World struct {
 	q               eventQueue
 	nowMs           int64
 	phase           phase
-	net             *Network
-	nodes           []*Node
-	clients         []*Client
 	catalogue       []*partSpec
 	rec             *recorder
 	checkInvariants bool
@@ -54,8 +51,6 @@ type World struct {
 	aborted         string
 	quiescent       bool
 
-	// The node-core driver (Scenario.Legacy false).
-	legacy         bool
 	fabric         *Fabric
 	brokers        []*Broker
 	peers          []*Peer
@@ -63,10 +58,8 @@ type World struct {
 	nodeCfg        node.Config
 	clientsStarted bool
 
-	nextConnID uint64
-	nextOp     uint64
-	nextSubID  uint64
-	nextMsgID  uint64
+	nextOp    uint64
+	nextMsgID uint64
 }
 
 // RunStats sums up a run.
@@ -114,23 +107,6 @@ func (w *World) abort(why string) {
 	w.stopped = true
 }
 
-func (w *World) wrap(p *core.Partition, info MachineInfo) Machine {
-	if w.wrapFn == nil {
-		return p
-	}
-	return w.wrapFn(p, info)
-}
-
-// partitionFor returns the catalogue index of partition 0 of topic, or -1.
-func (w *World) partitionFor(topic, group string) int {
-	for i, spec := range w.catalogue {
-		if spec.queueID.Topic == topic && spec.queueID.Group == core.NormalizeGroup(group) && spec.queueID.Partition == 0 {
-			return i
-		}
-	}
-	return -1
-}
-
 func (w *World) newOp() uint64 {
 	w.nextOp++
 	return w.nextOp
@@ -145,7 +121,7 @@ func (w *World) startFaultProcesses() {
 			if w.phase != phaseSafety {
 				return
 			}
-			w.partitionNet(f.PartitionClientsRatio, w.rng.RangeInt64(1, 2*f.PartitionMeanDurationMs), "random")
+			w.fabric.partition(f.PartitionClientsRatio, w.rng.RangeInt64(1, 2*f.PartitionMeanDurationMs), "random")
 			w.after(w.rng.RangeInt64(1, 2*f.PartitionMeanIntervalMs), next)
 		}
 		w.after(w.rng.RangeInt64(1, 2*f.PartitionMeanIntervalMs), next)
@@ -156,28 +132,17 @@ func (w *World) startFaultProcesses() {
 			if w.phase != phaseSafety {
 				return
 			}
-			if w.legacy {
-				n := w.nodes[w.rng.Intn(len(w.nodes))]
-				w.jumpClock(n, w.rng.RangeInt64(-f.ClockJumpMs, f.ClockJumpMs))
-			} else {
-				b := w.brokers[w.rng.Intn(len(w.brokers))]
-				if d := w.rng.RangeInt64(-f.ClockJumpMs, f.ClockJumpMs); d != 0 {
-					b.wall.Jump(d)
-					w.fault("wall clock jump broker %d by %+dms (the next boot's anchor)", b.id, d)
-				}
+			// A wall-clock step moves only the next boot's anchor: the
+			// machines see a monotonic clock (core/node doc.go, Time).
+			b := w.brokers[w.rng.Intn(len(w.brokers))]
+			if d := w.rng.RangeInt64(-f.ClockJumpMs, f.ClockJumpMs); d != 0 {
+				b.wall.Jump(d)
+				w.fault("wall clock jump broker %d by %+dms (the next boot's anchor)", b.id, d)
 			}
 			w.after(w.rng.RangeInt64(1, 2*f.ClockJumpMeanIntervalMs), next)
 		}
 		w.after(w.rng.RangeInt64(1, 2*f.ClockJumpMeanIntervalMs), next)
 	}
-}
-
-func (w *World) jumpClock(n *Node, deltaMs int64) {
-	if deltaMs == 0 {
-		return
-	}
-	n.clock.Jump(deltaMs)
-	w.fault("clock jump node %d by %+dms", n.id, deltaMs)
 }
 
 // schedule applies the scenario's fixed fault schedule.
@@ -188,29 +153,7 @@ func (w *World) schedule(faults []ScheduledFault) {
 			if w.phase != phaseSafety {
 				return
 			}
-			if !w.legacy {
-				w.scheduledBrokerFault(sf)
-				return
-			}
-			switch sf.Kind {
-			case FaultCrash:
-				if n := w.nodes[sf.Target%len(w.nodes)]; n.up {
-					n.crash("scheduled")
-				}
-			case FaultPartition:
-				w.net.partition(sf.Ratio, sf.DurationMs, "scheduled")
-			case FaultClockJump:
-				w.jumpClock(w.nodes[sf.Target%len(w.nodes)], sf.AmountMs)
-			case FaultVanish:
-				w.vanish(sf.Ratio, sf.DurationMs)
-			case FaultResetConnections:
-				for _, c := range w.clients {
-					if c.conn != nil && w.rng.Chance(sf.Ratio) {
-						w.net.reset(c.conn, "scheduled reset")
-						w.fault("reset connection of client %d", c.id)
-					}
-				}
-			}
+			w.scheduledBrokerFault(sf)
 		})
 	}
 }
@@ -219,26 +162,12 @@ func (w *World) schedule(faults []ScheduledFault) {
 // keep their connections and deliveries, so every lease they hold expires.
 func (w *World) vanish(ratio float64, durationMs int64) {
 	var gone []uint32
-	if !w.legacy {
-		for _, p := range w.peers {
-			if p.role == roleConsumer && w.rng.Chance(ratio) {
-				p.vanishUntilMs = w.nowMs + durationMs
-				gone = append(gone, p.id)
-				p := p
-				w.after(durationMs, func() { p.comeBack() })
-			}
-		}
-		if len(gone) > 0 {
-			w.fault("consumers %v vanish for %dms", gone, durationMs)
-		}
-		return
-	}
-	for _, c := range w.clients {
-		if c.consumer && w.rng.Chance(ratio) {
-			c.vanishUntilMs = w.nowMs + durationMs
-			gone = append(gone, c.id)
-			c := c
-			w.after(durationMs, func() { c.comeBack() })
+	for _, p := range w.peers {
+		if p.role == roleConsumer && w.rng.Chance(ratio) {
+			p.vanishUntilMs = w.nowMs + durationMs
+			gone = append(gone, p.id)
+			p := p
+			w.after(durationMs, func() { p.comeBack() })
 		}
 	}
 	if len(gone) > 0 {
@@ -253,21 +182,14 @@ func (w *World) startLiveness() {
 	}
 	w.phase = phaseLiveness
 	w.faults = w.safetyFaults.Calm()
-	if w.legacy {
-		w.net.heal()
-	} else {
-		w.fabric.heal()
-		for _, p := range w.peers {
-			p.vanishUntilMs = 0
-		}
-		for _, b := range w.brokers {
-			b.store.setFaults() // the filesystem's faults go off too
-		}
+	w.fabric.heal()
+	for _, p := range w.peers {
+		p.vanishUntilMs = 0
+	}
+	for _, b := range w.brokers {
+		b.store.setFaults() // the filesystem's faults go off too
 	}
 	w.rec.add(checker.Event{Kind: checker.KindPhase, Text: "liveness: faults off, consumers drain"})
-	for _, c := range w.clients {
-		c.vanishUntilMs = 0
-	}
 	w.checkQuiescent()
 }
 
@@ -278,48 +200,12 @@ func (w *World) checkQuiescent() {
 	if w.stopped || w.phase != phaseLiveness {
 		return
 	}
-	if w.isQuiescent() {
+	if w.isQuiescentBrokers() {
 		w.quiescent = true
 		w.stopped = true
 		return
 	}
 	w.after(quiescentCheckMs, w.checkQuiescent)
-}
-
-// isQuiescent: every node is up with nothing live and nothing unpersisted,
-// no dead-letter copy is on its way, and no packet is in flight.
-func (w *World) isQuiescent() bool {
-	if !w.legacy {
-		return w.isQuiescentBrokers()
-	}
-	if w.net.inFlight > 0 {
-		return false
-	}
-	for _, n := range w.nodes {
-		if !n.up || n.sync.inFlight || n.sync.scheduled {
-			return false
-		}
-		for _, ps := range n.parts {
-			if ps.m.Live() > 0 || ps.appendedIndex != ps.persistedIndex {
-				return false
-			}
-		}
-		for _, r := range n.refs {
-			if r.kind == refDeadLetter {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// partitionNet cuts clients off, on whichever network the run has.
-func (w *World) partitionNet(ratio float64, durationMs int64, why string) {
-	if w.legacy {
-		w.net.partition(ratio, durationMs, why)
-		return
-	}
-	w.fabric.partition(ratio, durationMs, why)
 }
 
 // scheduledBrokerFault applies one scheduled fault to the node-core run.
