@@ -14,7 +14,7 @@ func StorageFaults() *sim.Scenario {
 	s := base("storage-faults", "fsync errors and bit rot on payload reads")
 	f := &s.Faults
 	f.FsyncErrorRatio = 0.004
-	f.BitRotRatio = 0.01
+	f.BitRotRatio = 0.1
 	f.PowerLossRatio = 0.5
 	f.CrashProbabilityPerStep = 0.0002
 	s.Workload.LargePayloadRatio = 0.6

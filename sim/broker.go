@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/fibril-go/fibril/checker"
 	"github.com/fibril-go/fibril/core"
@@ -153,7 +154,7 @@ func (b *Broker) boot() {
 		// A read fault (bit rot) or an fsync error during recovery: the
 		// process fails again and retries; a log that never recovers
 		// leaves the run undrained.
-		b.w.fault("broker %d: the node log does not recover: %v", b.id, err)
+		b.w.fault("recovery-failure", "broker %d: the node log does not recover: %v", b.id, err)
 		b.store.crash(false)
 		b.w.after(b.rng.RangeInt64(b.w.faults.RestartDelayMinMs, b.w.faults.RestartDelayMaxMs), b.boot)
 		return
@@ -217,7 +218,7 @@ func (b *Broker) crash(why string, powerLoss bool) {
 	} else {
 		b.stats.Crashes++
 	}
-	b.w.fault("%s broker %d (%s)", kind, b.id, why)
+	b.w.fault(strings.ReplaceAll(kind, " ", "-"), "%s broker %d (%s)", kind, b.id, why)
 	b.w.rec.add(checker.Event{Kind: checker.KindCrash, Node: b.id, NowMs: b.nowMs(), Text: kind}) // the process itself
 	for _, ps := range b.sortedShadows() {
 		// NowMs: the clock the partition's core last saw (the checker
@@ -417,10 +418,10 @@ func (b *Broker) send(env node.Envelope) {
 	}
 	b.pairs[pair] = atMs
 	b.envelopesInFlight++
-	ok := b.alive()
+	inc := b.incarnation
 	b.w.at(atMs, func() {
-		if !ok() {
-			return
+		if !b.up || b.incarnation != inc || b.w.stopped {
+			return // lost with the process that sent it
 		}
 		b.envelopesInFlight--
 		b.arrive(env)
@@ -535,7 +536,7 @@ func (b *Broker) load(req node.LoadRequest) {
 		}
 		if b.w.phase == phaseSafety && b.rng.Chance(b.w.faults.LoadFailRatio) {
 			b.stats.LoadFails++
-			b.w.fault("load of %s fails on broker %d", q, b.id)
+			b.w.fault("load-failure", "load of %s fails on broker %d", q, b.id)
 			b.stepNode(&node.LoadDone{NowMs: b.nowMs(), Queue: q, Err: errLoadFault}, "load_done")
 			return
 		}

@@ -381,7 +381,7 @@ func (s *brokerStore) awaitWorker() {
 	s.round.inFlight = false
 	if err := s.roundErr; err != nil {
 		s.roundErr = nil
-		s.b.w.fault("storage round failed on broker %d: %v", s.b.id, err)
+		s.b.w.fault("storage-error", "storage round failed on broker %d: %v", s.b.id, err)
 		s.b.crash("storage error", false)
 		return
 	}

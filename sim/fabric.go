@@ -265,7 +265,7 @@ func (n *Fabric) partition(ratio float64, durationMs int64, why string) {
 	}
 	n.healAtMs = now + durationMs
 	n.stats.Partitions++
-	n.w.fault("partition clients %v for %dms (%s)", cut, durationMs, why)
+	n.w.fault("network-partition", "partition clients %v for %dms (%s)", cut, durationMs, why)
 	if durationMs > n.w.faults.KeepaliveTimeoutMs {
 		for _, p := range n.w.peers {
 			if p.cutOff && p.link != nil {

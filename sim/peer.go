@@ -41,8 +41,8 @@ type Peer struct {
 	mode linkMode
 	// tail holds the rest of a split write still to come; later frames
 	// queue behind it, so the stream stays in order.
-	tail      []byte
-	tailTimer bool
+	tail []byte
+	wbuf []byte // scratch for encoding one frame
 	// unread holds bytes that arrived while the peer was not reading.
 	unread         []byte
 	notReadingTill int64
@@ -172,13 +172,13 @@ func (p *Peer) connect() {
 	p.w.fabric.write(l, toBroker, nil) // the open
 	switch p.mode {
 	case modeStallHeader:
-		p.w.fault("client %d sends part of a HELLO header and stalls", p.id)
+		p.w.fault("stalled-handshake", "client %d sends part of a HELLO header and stalls", p.id)
 		frame := wire.AppendBodyFrame(nil, wire.OpHello, 1, wire.Hello{ClientName: "sim", ProtocolVersion: wire.ProtocolVersion})
 		p.w.fabric.write(l, toBroker, frame[:p.rng.RangeInt64(1, wire.HeaderSizeBytes-1)])
 		p.expectClose(l, p.w.nodeCfg.HandshakeTimeoutMs, "a stalled handshake")
 		return
 	case modeTooLargeHead:
-		p.w.fault("client %d announces a frame over the size cap", p.id)
+		p.w.fault("oversized-frame", "client %d announces a frame over the size cap", p.id)
 		h := wire.Header{PayloadSizeBytes: p.w.nodeCfg.FramePayloadBytesMax + 1, Version: wire.ProtocolVersion, Opcode: wire.OpHello, RequestID: 1}
 		hdr := wire.EncodeHeader(h)
 		p.w.fabric.write(l, toBroker, hdr[:])
@@ -236,8 +236,9 @@ func (p *Peer) expectClose(l *Link, timeoutMs int64, what string) {
 // for the whole frame).
 func (p *Peer) writeFrame(op wire.Opcode, body wire.Body) uint64 {
 	p.nextReq++
-	frame := wire.AppendBodyFrame(nil, op, p.nextReq, body)
-	p.writeBytes(frame)
+	// The fabric copies what it carries: one scratch buffer serves every frame.
+	p.wbuf = wire.AppendBodyFrame(p.wbuf[:0], op, p.nextReq, body)
+	p.writeBytes(p.wbuf)
 	return p.nextReq
 }
 
@@ -396,7 +397,7 @@ func (p *Peer) onHelloOk(h wire.Header, m wire.HelloOk) {
 	p.ident = wire.ResumeIdentity{OwnerID: m.OwnerID, ClientID: m.ClientID, ResumeToken: m.ResumeToken}
 	p.hasIdent = true
 	if p.mode == modeNoAuth {
-		p.w.fault("client %d never authenticates", p.id)
+		p.w.fault("no-auth", "client %d never authenticates", p.id)
 		l := p.link
 		p.expectClose(l, p.w.nodeCfg.AuthTimeoutMs, "an unauthenticated session")
 		p.pingWhileStalled(l)

@@ -88,21 +88,9 @@ func Run(sc *Scenario, seed uint64, opts Options) (res *Result) {
 		}
 		res.History = w.rec.finish()
 		res.TraceHash = w.rec.hash
+		w.stats.SimMs = w.nowMs
+		w.addUp(res)
 		res.Stats = w.stats
-		res.Stats.SimMs = w.nowMs
-		if w.fabric != nil {
-			fs := w.fabric.stats
-			res.Net = NetStats{Packets: fs.Chunks, LostTransmissions: fs.LostTransmissions, Duplicates: fs.Duplicates,
-				Resets: fs.Resets, Partitions: fs.Partitions}
-			res.Stats.FaultsInjected += fs.LostTransmissions + fs.Duplicates + fs.Resets
-			for _, b := range w.brokers {
-				res.Stats.Crashes += b.stats.Crashes
-				res.Stats.PowerLosses += b.stats.PowerLosses
-				res.Stats.Spills += b.stats.Spills
-				res.Stats.Steps += b.stats.Steps
-				res.Stats.Snapshots += b.stats.Snapshots
-			}
-		}
 		res.Aborted = w.aborted
 		res.Drained = w.quiescent
 	}()
@@ -185,3 +173,32 @@ func (w *World) finish() {
 }
 
 func (w *World) stuckReport() string { return w.stuckReportBrokers() }
+
+// addUp folds the network's, the brokers' and the filesystems' counters
+// into the run's stats.
+func (w *World) addUp(res *Result) {
+	if w.fabric == nil {
+		return
+	}
+	fs := w.fabric.stats
+	res.Net = NetStats{Packets: fs.Chunks, LostTransmissions: fs.LostTransmissions, Duplicates: fs.Duplicates,
+		Resets: fs.Resets, Partitions: fs.Partitions}
+	st := &w.stats
+	st.FaultsInjected += fs.LostTransmissions + fs.Duplicates + fs.Resets
+	w.countFault("lost-transmission", fs.LostTransmissions)
+	w.countFault("duplicate", fs.Duplicates)
+	w.countFault("reset", fs.Resets)
+	for _, b := range w.brokers {
+		c := b.store.fs.Counters()
+		w.countFault("fsync-error", c.FsyncErrors)
+		w.countFault("bit-rot", c.BitRots)
+		w.countFault("torn-tail", c.TornTails)
+		w.countFault("dir-op-dropped", c.DirOpsDropped)
+		st.FaultsInjected += c.FsyncErrors + c.BitRots + c.TornTails + c.DirOpsDropped
+		st.Crashes += b.stats.Crashes
+		st.PowerLosses += b.stats.PowerLosses
+		st.Spills += b.stats.Spills
+		st.Steps += b.stats.Steps
+		st.Snapshots += b.stats.Snapshots
+	}
+}

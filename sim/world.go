@@ -69,13 +69,16 @@ type RunStats struct {
 	Deliveries     uint64
 	Settles        uint64
 	FaultsInjected uint64 // crashes, torn writes, partitions, clock jumps, resets, lost and duplicated packets, vanishes
-	Crashes        uint64 // process crashes (page cache kept)
-	PowerLosses    uint64 // power losses (unsynced data dropped)
-	Snapshots      uint64
-	Spills         uint64 // payloads the nodes dropped from memory and resolved again
-	Steps          uint64
-	Events         uint64
-	SimMs          int64
+	// FaultsByKind counts injected faults per kind (crash, power-loss,
+	// fsync-error, bit-rot, torn-tail, lost-transmission, ...).
+	FaultsByKind map[string]uint64
+	Crashes      uint64 // process crashes (page cache kept)
+	PowerLosses  uint64 // power losses (unsynced data dropped)
+	Snapshots    uint64
+	Spills       uint64 // payloads the nodes dropped from memory and resolved again
+	Steps        uint64
+	Events       uint64
+	SimMs        int64
 }
 
 func (w *World) at(atMs int64, run func()) {
@@ -87,9 +90,10 @@ func (w *World) at(atMs int64, run func()) {
 
 func (w *World) after(delayMs int64, run func()) { w.at(w.nowMs+delayMs, run) }
 
-// fault records an injected fault.
-func (w *World) fault(format string, args ...any) {
+// fault records an injected fault of a kind (counted per kind).
+func (w *World) fault(kind, format string, args ...any) {
 	w.stats.FaultsInjected++
+	w.countFault(kind, 1)
 	w.rec.add(checker.Event{Kind: checker.KindFault, Text: fmt.Sprintf(format, args...)})
 }
 
@@ -137,7 +141,7 @@ func (w *World) startFaultProcesses() {
 			b := w.brokers[w.rng.Intn(len(w.brokers))]
 			if d := w.rng.RangeInt64(-f.ClockJumpMs, f.ClockJumpMs); d != 0 {
 				b.wall.Jump(d)
-				w.fault("wall clock jump broker %d by %+dms (the next boot's anchor)", b.id, d)
+				w.fault("clock-jump", "wall clock jump broker %d by %+dms (the next boot's anchor)", b.id, d)
 			}
 			w.after(w.rng.RangeInt64(1, 2*f.ClockJumpMeanIntervalMs), next)
 		}
@@ -171,7 +175,7 @@ func (w *World) vanish(ratio float64, durationMs int64) {
 		}
 	}
 	if len(gone) > 0 {
-		w.fault("consumers %v vanish for %dms", gone, durationMs)
+		w.fault("vanish", "consumers %v vanish for %dms", gone, durationMs)
 	}
 }
 
@@ -224,29 +228,39 @@ func (w *World) scheduledBrokerFault(sf ScheduledFault) {
 		w.fabric.partition(sf.Ratio, sf.DurationMs, "scheduled")
 	case FaultClockJump:
 		b.wall.Jump(sf.AmountMs)
-		w.fault("wall clock jump broker %d by %+dms (the next boot's anchor)", b.id, sf.AmountMs)
+		w.fault("clock-jump", "wall clock jump broker %d by %+dms (the next boot's anchor)", b.id, sf.AmountMs)
 	case FaultVanish:
 		w.vanish(sf.Ratio, sf.DurationMs)
 	case FaultResetConnections:
 		for _, p := range w.peers {
 			if p.link != nil && w.rng.Chance(sf.Ratio) {
 				w.fabric.reset(p.link, "scheduled reset")
-				w.fault("reset connection of client %d", p.id)
+				w.fault("reset", "reset connection of client %d", p.id)
 			}
 		}
 	case FaultDropSessions:
 		for _, p := range w.peers {
 			if p.link != nil && w.rng.Chance(sf.Ratio) {
 				p.drop("scheduled session drop")
-				w.fault("client %d drops its link (its session goes dormant)", p.id)
+				w.fault("session-drop", "client %d drops its link (its session goes dormant)", p.id)
 			}
 		}
 	case FaultSlowConsumers:
 		for _, p := range w.peers {
 			if p.role == roleConsumer && p.link != nil && w.rng.Chance(sf.Ratio) {
 				p.stopReading(sf.DurationMs)
-				w.fault("client %d stops reading for %dms", p.id, sf.DurationMs)
+				w.fault("slow-consumer", "client %d stops reading for %dms", p.id, sf.DurationMs)
 			}
 		}
 	}
+}
+
+func (w *World) countFault(kind string, n uint64) {
+	if n == 0 {
+		return
+	}
+	if w.stats.FaultsByKind == nil {
+		w.stats.FaultsByKind = map[string]uint64{}
+	}
+	w.stats.FaultsByKind[kind] += n
 }
