@@ -16,6 +16,9 @@ import (
 //      an authenticated session's link and presents it again sooner than
 //      the grace surely covers gets `resumed`, unless the broker crashed in
 //      between;
+//   7.7 after a session ends (grace expired), its deliveries come back at
+//      once: the lease of every delivery its subscriptions held ends by
+//      the requeue of the unsubscribe, not by lease expiry later;
 //   7.7 a late ack settles: an ack sent on a resumed attachment for a tag
 //      of an earlier one is what ends that lease, unless the lease expired
 //      first or the link that carried it dropped before the lease ended.
@@ -44,10 +47,15 @@ type sessionChecker struct {
 	waiting    map[msgKey]lateAck   // late acks waiting for the lease-ending entry
 	lastCrash  uint64               // seq of the last crash
 	attachedAt map[uint32]uint64    // client -> seq of its last attach
+	// held: node-side deliveries whose lease has not ended, by sub; ended:
+	// those of a subscription that ended, waiting for their requeue.
+	held  map[uint64]map[msgKey]bool
+	ended map[msgKey]uint64 // -> seq of the sub end
 }
 
 func newSessionChecker(h *History) *sessionChecker {
-	return &sessionChecker{h: h, acked: map[clientTag]uint64{}, delivered: map[tagKey]*Event{}, waiting: map[msgKey]lateAck{}, attachedAt: map[uint32]uint64{}}
+	return &sessionChecker{h: h, acked: map[clientTag]uint64{}, delivered: map[tagKey]*Event{}, waiting: map[msgKey]lateAck{}, attachedAt: map[uint32]uint64{},
+		held: map[uint64]map[msgKey]bool{}, ended: map[msgKey]uint64{}}
 }
 
 func (c *sessionChecker) fail(item int, check string, e *Event, subject, format string, args ...any) {
@@ -77,9 +85,21 @@ func (c *sessionChecker) event(e *Event) {
 			c.lastCrash = e.Seq
 			c.acked = map[clientTag]uint64{} // sub ids and tags start over in a new process
 			c.waiting = map[msgKey]lateAck{}
+			c.held, c.ended = map[uint64]map[msgKey]bool{}, map[msgKey]uint64{}
 		}
 	case KindDeliver:
 		c.delivered[tagKey{e.Sub, e.Tag}] = e
+		if !e.AutoAck {
+			if c.held[e.Sub] == nil {
+				c.held[e.Sub] = map[msgKey]bool{}
+			}
+			c.held[e.Sub][c.key(e)] = true
+		}
+	case KindSubEnd:
+		for k := range c.held[e.Sub] {
+			c.ended[k] = e.Seq
+		}
+		delete(c.held, e.Sub)
 	case KindSettleCall:
 		c.settleCall(e)
 	case KindClientDeliver:
@@ -123,6 +143,7 @@ func (c *sessionChecker) settleCall(e *Event) {
 // unless the lease had run out by then.
 func (c *sessionChecker) entry(e *Event) {
 	k := c.key(e)
+	c.leaseEnded(e, k)
 	w, ok := c.waiting[k]
 	if !ok {
 		return
@@ -144,6 +165,27 @@ func (c *sessionChecker) entry(e *Event) {
 	c.fail(0, "late_ack", e, fmt.Sprintf("%s msg %d", c.h.PartName(e.Part), e.MsgID),
 		"a late ack (#%d, on a resumed session) did not settle: the lease ended by entry kind %d at node time %d, before its deadline %d",
 		w.seq, e.EntryKind, e.NowMs, w.deadline)
+}
+
+// leaseEnded: a lease-ending entry; one of an ended subscription's
+// deliveries must end by its requeue, never by lease expiry.
+func (c *sessionChecker) leaseEnded(e *Event, k msgKey) {
+	kind := core.EntryKind(e.EntryKind)
+	if kind != core.EntryAck && kind != core.EntryRequeue && kind != core.EntryDeadLetter && kind != core.EntryDiscard {
+		return
+	}
+	for _, subs := range c.held {
+		delete(subs, k)
+	}
+	seq, ok := c.ended[k]
+	if !ok {
+		return
+	}
+	delete(c.ended, k)
+	if kind == core.EntryRequeue && e.Cause == core.CauseLeaseExpired {
+		c.fail(3, "ended_sub_requeue", e, fmt.Sprintf("%s msg %d", c.h.PartName(e.Part), e.MsgID),
+			"its subscription ended at #%d, but its lease ended only by expiring (the end did not requeue it)", seq)
+	}
 }
 
 func (c *sessionChecker) attach(e *Event) {
