@@ -63,8 +63,9 @@ type Log struct {
 	// Append knows when tidwall started a new segment file (mirrorSegmentRolls).
 	tailSegmentBytes int
 	// dirSyncPending: a segment or blob file appeared since the last
-	// directory fsync.
-	dirSyncPending bool
+	// directory fsync; blobNamePending: a blob file did.
+	dirSyncPending  bool
+	blobNamePending bool
 	// blobSyncPending: payload bytes written to the active blob file since
 	// its last fdatasync.
 	blobSyncPending bool
@@ -126,8 +127,7 @@ func Open(env Env, dir string, opts Options) (*Log, Recovered, error) {
 	if err := env.FS.MkdirAll(dir); err != nil {
 		return nil, Recovered{}, err
 	}
-	// The directory's own entry must survive a crash too.
-	if err := env.FS.SyncDir(path.Dir(dir)); err != nil {
+	if err := syncAncestors(env.FS, dir); err != nil {
 		return nil, Recovered{}, err
 	}
 	l := &Log{dir: dir, opts: opts, env: env, fs: env.FS, runner: env.runner()}
@@ -143,6 +143,18 @@ func Open(env Env, dir string, opts Options) (*Log, Recovered, error) {
 		return nil, Recovered{}, err
 	}
 	return l, rec, nil
+}
+
+// syncAncestors fsyncs every directory above dir: MkdirAll may have made
+// several levels, and the entry of each must survive a power loss, or the
+// log vanishes with the first directory whose name was never durable.
+func syncAncestors(fs fsys.FS, dir string) error {
+	for child, parent := path.Clean(dir), path.Dir(path.Clean(dir)); parent != child; child, parent = parent, path.Dir(parent) {
+		if err := fs.SyncDir(parent); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Options returns the options the log was opened with.
@@ -198,7 +210,7 @@ func (l *Log) Append(entries []core.Entry) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
-	if err := l.syncBlobs(); err != nil {
+	if err := l.syncPreviousRound(); err != nil {
 		return l.fail(err)
 	}
 	epoch := l.lastEpoch
@@ -242,6 +254,36 @@ func (l *Log) Append(entries []core.Entry) error {
 		return nil
 	}
 	return l.writeBatch(batchBytes)
+}
+
+// syncPreviousRound makes the previous Append's payloads durable, names
+// included, when no Sync did: without it, records of a later round (which
+// the kernel may write back at any time, or tidwall fsync at a segment
+// roll) could reach the disk while an earlier round's payloads or blob
+// file did not, and recovery could not tell that from damage. The
+// Committer always Syncs between rounds, so this costs it nothing.
+func (l *Log) syncPreviousRound() error {
+	if err := l.syncBlobs(); err != nil {
+		return err
+	}
+	if !l.blobNamePending {
+		return nil
+	}
+	return l.syncDir()
+}
+
+// syncDir fsyncs the directory for the names that appeared since the last
+// time (a no-op under mutant.NoDirSync).
+func (l *Log) syncDir() error {
+	if !mutant.On(mutant.NoDirSync) {
+		// Broken on purpose otherwise: new names stay in the page cache.
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return err
+		}
+		l.stats.DirSyncs++
+	}
+	l.dirSyncPending, l.blobNamePending = false, false
+	return nil
 }
 
 // writeBatch writes the batch built so far (batchBytes of records).
@@ -326,17 +368,10 @@ func (l *Log) Sync() error {
 		return l.fail(err)
 	}
 	l.stats.Syncs++
-	if l.dirSyncPending && mutant.On(mutant.NoDirSync) {
-		// Broken on purpose: new segment and blob files' entries stay
-		// in the page cache.
-		l.dirSyncPending = false
-	}
 	if l.dirSyncPending {
-		if err := l.fs.SyncDir(l.dir); err != nil {
+		if err := l.syncDir(); err != nil {
 			return l.fail(err)
 		}
-		l.dirSyncPending = false
-		l.stats.DirSyncs++
 	}
 	l.syncedIndex = l.lastIndex
 	return nil

@@ -94,7 +94,7 @@ func OpenRecordLog(env Env, dir string, opts RecordLogOptions) (*RecordLog, Reco
 	if err := env.FS.MkdirAll(dir); err != nil {
 		return nil, rec, err
 	}
-	if err := env.FS.SyncDir(path.Dir(dir)); err != nil {
+	if err := syncAncestors(env.FS, dir); err != nil {
 		return nil, rec, err
 	}
 	rl := &RecordLog{env: env, fs: env.FS, dir: dir, opts: opts}

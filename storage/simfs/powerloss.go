@@ -55,6 +55,7 @@ func (fs *FS) replayDir(p string, seen map[*inode]bool) {
 			subdirs[op.name] = true
 		}
 	}
+	assertTrue(len(keep) == len(d.pending), "one decision per unsynced operation")
 	d.entries, d.durable, d.pending = entries, cloneEntries(entries), nil
 	for _, name := range sortedKeys(entries) {
 		ino := entries[name]
@@ -178,6 +179,7 @@ func (fs *FS) tearFile(ino *inode) {
 	if len(kept) < len(ino.data) || kind != tearPrefix {
 		fs.counters.TornTails++
 	}
+	assertTrue(len(kept) >= durableBytes && len(kept) <= len(ino.data), "a torn tail lies between the durable and the volatile end")
 	ino.durable = kept
 	ino.data = append([]byte(nil), kept...)
 	ino.dirty = false

@@ -145,6 +145,12 @@ type FS struct {
 	faults   Faults
 	rand     Rand
 	counters Counters
+	// syncCalls counts fsyncs of files and directories; at the one
+	// numbered stopAtSync (0: none) the process crashes, or the power
+	// fails (stopIsPowerLoss), before that fsync takes effect.
+	syncCalls       uint64
+	stopAtSync      uint64
+	stopIsPowerLoss bool
 }
 
 var _ fsys.FS = (*FS)(nil)
@@ -305,6 +311,9 @@ func (fs *FS) MkdirAll(dir string) error {
 }
 
 func (fs *FS) SyncDir(dir string) error {
+	if fs.stopsHere() {
+		return fmt.Errorf("simfs: sync dir %s: %w", dir, ErrCrashed)
+	}
 	d, ok := fs.dirs[clean(dir)]
 	if !ok {
 		return fmt.Errorf("simfs: sync dir %s: %w", dir, fsys.ErrNotExist)
@@ -320,6 +329,33 @@ func (fs *FS) SyncDir(dir string) error {
 	d.durableSubdirs = cloneSet(d.subdirs)
 	d.pending = nil
 	return nil
+}
+
+// StopAtSync arranges for the process to crash (or the power to fail, with
+// powerLoss) at the countdown-th fsync from now (of a file or a directory),
+// before it takes effect: that fsync returns ErrCrashed, as does every
+// later use of a handle of the dead process. A simulator uses it to stop a
+// run inside a storage call, between its fsyncs. countdown 0 cancels.
+func (fs *FS) StopAtSync(countdown uint64, powerLoss bool) {
+	fs.stopAtSync, fs.stopIsPowerLoss = 0, powerLoss
+	if countdown > 0 {
+		fs.stopAtSync = fs.syncCalls + countdown
+	}
+}
+
+// stopsHere counts an fsync and says whether the process stops at it.
+func (fs *FS) stopsHere() bool {
+	fs.syncCalls++
+	if fs.stopAtSync == 0 || fs.syncCalls != fs.stopAtSync {
+		return false
+	}
+	fs.stopAtSync = 0
+	if fs.stopIsPowerLoss {
+		fs.PowerLoss()
+	} else {
+		fs.Crash()
+	}
+	return true
 }
 
 // Crash is the death of the process: every open handle ends; the page
@@ -426,6 +462,9 @@ func (f *file) sync() error {
 	if err := f.usable(false); err != nil {
 		return err
 	}
+	if f.fs.stopsHere() {
+		return fmt.Errorf("simfs: fsync %s: %w", f.path, ErrCrashed)
+	}
 	ino := f.ino
 	if f.fs.chance(f.fs.faults.FsyncErrorRatio) {
 		f.fs.counters.FsyncErrors++
@@ -482,12 +521,21 @@ func (ino *inode) makeDurable() {
 	from := min(ino.dirtyFrom, len(ino.durable))
 	ino.durable = append(ino.durable[:from], ino.data[from:]...)
 	ino.dirty = false
+	assertTrue(len(ino.durable) == len(ino.data), "a synced file's disk holds its page cache")
+}
+
+// assertTrue panics with why when cond is false: only a bug breaks it.
+func assertTrue(cond bool, why string) {
+	if !cond {
+		panic("fibril/simfs invariant violated: " + why)
+	}
 }
 
 // loseDirty drops the dirty pages: the file reads as its durable bytes.
 func (ino *inode) loseDirty() {
 	ino.data = append([]byte(nil), ino.durable...)
 	ino.dirty = false
+	assertTrue(len(ino.data) == len(ino.durable), "dropped pages leave the disk's bytes")
 }
 
 // loseDirtyKeepPages marks the dirty pages clean without writing them:
@@ -496,4 +544,5 @@ func (ino *inode) loseDirtyKeepPages() {
 	from := min(ino.dirtyFrom, len(ino.durable), len(ino.data))
 	ino.durable = append(ino.durable[:from], make([]byte, len(ino.data)-from)...)
 	ino.dirty = false
+	assertTrue(len(ino.durable) == len(ino.data), "kept pages keep the file's size on the disk")
 }

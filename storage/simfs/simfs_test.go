@@ -345,3 +345,31 @@ func TestPowerLossIsDeterministic(t *testing.T) {
 		t.Fatal("two runs with one seed differ")
 	}
 }
+
+// TestStopAtSync: the process stops at the chosen fsync, before it takes
+// effect; with a power loss, what that fsync would have made durable is
+// not.
+func TestStopAtSync(t *testing.T) {
+	fs := New(Options{})
+	fs.SetFaults(Faults{}, &splitmix{state: 1})
+	f := durableFile(t, fs, []byte("a"))
+	fs.StopAtSync(2, true)
+	_, err := f.Write([]byte("b"))
+	must(t, err)
+	must(t, f.Sync()) // the first: it happens
+	_, err = f.Write([]byte("c"))
+	must(t, err)
+	if err := f.Sync(); !errors.Is(err, ErrCrashed) {
+		t.Fatalf("the second fsync: %v", err)
+	}
+	if got, _ := readAll(t, fs, "/d/f"); string(got) != "ab" && string(got) != "abc" {
+		t.Fatalf("after the power loss: %q", got)
+	}
+	if _, err := f.Write([]byte("x")); !errors.Is(err, ErrCrashed) {
+		t.Fatalf("a dead handle wrote: %v", err)
+	}
+	fs.StopAtSync(1, false)
+	if err := fs.SyncDir("/d"); !errors.Is(err, ErrCrashed) || fs.Counters().Crashes != 1 {
+		t.Fatalf("stop at a dir fsync: %v, %+v", err, fs.Counters())
+	}
+}

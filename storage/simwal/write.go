@@ -76,6 +76,8 @@ func (l *Log) WriteBatch(fb fsys.Batch) error {
 		}
 		l.lastIndex = b.entries[len(b.entries)-1].index
 	}
+	assertTrue(l.lastIndex == b.entries[len(b.entries)-1].index, "a written batch ends the log")
+	assertTrue(len(l.tailBuf) < l.opts.SegmentSizeBytes, "a tail that reached the size has rolled")
 	if !l.opts.NoSync {
 		if err := l.tail.Sync(); err != nil {
 			return err
@@ -83,6 +85,13 @@ func (l *Log) WriteBatch(fb fsys.Batch) error {
 	}
 	b.Clear()
 	return nil
+}
+
+// assertTrue panics with why when cond is false: only a bug breaks it.
+func assertTrue(cond bool, why string) {
+	if !cond {
+		panic("fibril/simwal invariant violated: " + why)
+	}
 }
 
 // cycle finishes the tail (fsync, close) and starts the next segment.
@@ -224,6 +233,7 @@ func (l *Log) truncateFrontFiles(segAt int, index uint64, startPath string, kept
 	}
 	l.segments = append([]segment(nil), l.segments[segAt:]...)
 	l.firstIndex = index
+	assertTrue(l.segments[0].index == index && l.firstIndex <= l.lastIndex+1, "the kept part starts the log")
 	return nil
 }
 
