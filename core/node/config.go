@@ -54,6 +54,9 @@ type Config struct {
 	// SnapshotEntriesMin is the fewest entries between two snapshots of a
 	// partition.
 	SnapshotEntriesMin int
+	// NodeSnapshotRecordsMin is the fewest records between two snapshots of
+	// the Node's own log.
+	NodeSnapshotRecordsMin int
 	// DeadLetterRetryMinMs and DeadLetterRetryMaxMs bound the backoff of a
 	// dead-letter copy whose target refused it or failed to load.
 	DeadLetterRetryMinMs int64
@@ -84,6 +87,7 @@ func DefaultConfig() Config {
 		PartitionsPerQueueMax:      1024,
 		ResidentPayloadBytesMax:    16 << 20,
 		SnapshotEntriesMin:         100_000,
+		NodeSnapshotRecordsMin:     1024,
 		DeadLetterRetryMinMs:       20,
 		DeadLetterRetryMaxMs:       5000,
 		DeadLettersInflightMax:     256,
@@ -112,8 +116,8 @@ func (c Config) Validate() error {
 		return errors.New("node config: queue limits must be at least 1")
 	case c.ResidentPayloadBytesMax < 0:
 		return errors.New("node config: resident payload bytes must not be negative")
-	case c.SnapshotEntriesMin < 1:
-		return errors.New("node config: snapshot entries floor must be at least 1")
+	case c.SnapshotEntriesMin < 1 || c.NodeSnapshotRecordsMin < 1:
+		return errors.New("node config: snapshot entries and records floors must be at least 1")
 	case c.DeadLetterRetryMinMs <= 0 || c.DeadLetterRetryMaxMs < c.DeadLetterRetryMinMs:
 		return errors.New("node config: dead-letter backoff needs 0 < min <= max")
 	case c.DeadLettersInflightMax < 1:

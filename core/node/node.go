@@ -56,6 +56,7 @@ type Node struct {
 	// forwardsWaiting counts dead-letter copies waiting for a queue record
 	// or a load (bounded by deadLetterForwardsMax).
 	forwardsWaiting int
+	bootWaiters     []bootWaiter
 
 	rd Ready
 	// carry keeps the Ready NewNode filled (the boot record) for the first
@@ -74,10 +75,9 @@ const (
 	// opensWaitingMax bounds the Opens and forwards waiting on one
 	// partition's load or one queue's catalogue record.
 	opensWaitingMax = 65_536
-	// snapshotRecordsMin and snapshotLiveFactor: the Node asks for a
-	// snapshot once its log holds more than max(min, factor x live items)
-	// records since the last one, so the log stays proportional to state.
-	snapshotRecordsMin = 1024
+	// snapshotLiveFactor: the Node asks for a snapshot once its log holds
+	// more than max(NodeSnapshotRecordsMin, factor x live items) records
+	// since the last one, so the log stays proportional to its state.
 	snapshotLiveFactor = 4
 	// sessionSeqMax: session ids stay below 2^40 (a session may pack its
 	// id with a counter into 64 bits).
@@ -364,6 +364,11 @@ func (n *Node) release(g *gatedAction) {
 	switch g.kind {
 	case gatedBoot:
 		n.answerHeldHellos()
+		waiters := n.bootWaiters
+		n.bootWaiters = nil
+		for _, w := range waiters {
+			n.openQueue(w.key, w.o)
+		}
 	case gatedDeclared:
 		answer := g.declared // g's slot is cleared after release
 		n.send(g.to, &answer)
@@ -382,7 +387,7 @@ func (n *Node) maybeSnapshot() {
 		return
 	}
 	live := len(n.state.queues) + len(n.state.skeletons) + 1
-	if n.state.lastIndex-n.snapshotBase <= uint64(max(snapshotRecordsMin, snapshotLiveFactor*live)) {
+	if n.state.lastIndex-n.snapshotBase <= uint64(max(n.cfg.NodeSnapshotRecordsMin, snapshotLiveFactor*live)) {
 		return
 	}
 	n.snapshotInflight = n.state.lastIndex

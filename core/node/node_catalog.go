@@ -48,7 +48,24 @@ func (n *Node) openQueue(key queueKey, o opener) {
 		cq.waiters = append(cq.waiters, o)
 		return
 	}
+	if !n.bootDurable() {
+		// No load before the boot record is durable (every TagFloor comes
+		// from a durable boot count): wait for it.
+		if len(n.bootWaiters) >= opensWaitingMax {
+			n.failOpener(key, o, core.ErrPartitionLoadFailed)
+			return
+		}
+		n.bootWaiters = append(n.bootWaiters, bootWaiter{key: key, o: o})
+		return
+	}
 	n.openPartition(key, o)
+}
+
+// bootWaiter is an Open or forward of a recovered queue that came before
+// the boot record was durable.
+type bootWaiter struct {
+	key queueKey
+	o   opener
 }
 
 // createQueue records a new queue; what needs it waits for the record.

@@ -108,6 +108,14 @@ func (n *Node) checkCatalog() error {
 		}
 		forwards += countForwards(pe.waiters)
 	}
+	if len(n.bootWaiters) > 0 && n.bootDurable() {
+		return fmt.Errorf("%d opens wait for a boot record that is durable", len(n.bootWaiters))
+	}
+	for _, w := range n.bootWaiters {
+		if w.o.forward != nil {
+			forwards++
+		}
+	}
 	if forwards != n.forwardsWaiting || forwards > deadLetterForwardsMax {
 		return fmt.Errorf("%d forwards waiting, counted %d (limit %d)", forwards, n.forwardsWaiting, deadLetterForwardsMax)
 	}

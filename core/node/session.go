@@ -50,6 +50,14 @@ const (
 	silentIntervalsMax = 3
 	// graceMutantDivisor shortens the grace under mutant.EarlyGraceRequeue.
 	graceMutantDivisor = 10
+	// pendingOpsMax bounds requests awaiting an answer (confirmed
+	// publishes, subscribes, restores, declares); past it a request is
+	// refused as retryable (backpressure, not growth).
+	pendingOpsMax = 1 << 16
+	// opensMax bounds the partitions a session remembers as opened; past
+	// it, opened partitions without a subscription are forgotten (the next
+	// use opens them again).
+	opensMax = 4096
 	// textPayloadNumberMax bounds u64 wire fields that become int64 deadlines
 	// or durations (ttl_ms, not_before, default TTL).
 	textPayloadNumberMax = 1 << 62
@@ -61,8 +69,9 @@ type Session struct {
 	init SessionInit
 	self Address
 
-	// Attachment. gen counts attachments; a reply is sent only when the
-	// token's gen is still the current attachment.
+	// Attachment (0: none). gen counts attachments; a reply is sent only
+	// when the token's gen is still the current attachment, which is how
+	// "replies only to the attachment that asked" holds across resumes.
 	conn     ConnID
 	gen      uint64
 	loopback bool
@@ -80,12 +89,15 @@ type Session struct {
 	ended    bool
 
 	// Timers, absolute ms (0 = not armed). See onTick.
-	graceTimerMs   int64 // dormant: the session ends
-	gateTimerMs    int64 // attached, gate closed: the gate opens
-	authTimerMs    int64 // attached, not authenticated: the conn is cut
-	pingTimerMs    int64 // attached: PING and the liveness check
-	lastRecvMs     int64 // attached: when the last frame arrived
-	gateOpen       bool
+	graceTimerMs int64 // dormant: the session ends
+	gateTimerMs  int64 // attached, gate closed: the gate opens
+	authTimerMs  int64 // attached, not authenticated: the conn is cut
+	pingTimerMs  int64 // attached: PING and the liveness check
+	lastRecvMs   int64 // attached: when the last frame arrived
+	gateOpen     bool
+	// reconciling counts this attachment's reconciles waiting for restores:
+	// the gate stays closed until their results went out (PROTOCOL 3.1).
+	reconciling    int
 	gated          []byte // pushes encoded while the gate was closed
 	unwrittenBytes int    // sent to conn, not yet reported Written
 	serverReqID    uint64 // the connection's server request-id counter
@@ -101,6 +113,9 @@ type Session struct {
 	opens     map[core.QueueID]*partitionOpen
 	pending   map[uint64]pendingOp
 	nextToken uint64
+	// confirms orders the attachment's publish confirms (session_confirm.go).
+	confirms     []uint64
+	confirmsHead int
 
 	// Effects of the current step; buf is reused across steps (hot path).
 	rd        Ready
@@ -108,6 +123,7 @@ type Session struct {
 	sendConn  ConnID
 	sendStart int
 	deliverM  wire.Deliver
+	publishOk wire.PublishOk
 	headers   wire.Headers
 }
 
@@ -135,7 +151,8 @@ func NewSession(cfg Config, init SessionInit) *Session {
 // drop it.
 func (s *Session) Ended() bool { return s.ended }
 
-// Step applies one input and returns its effects (valid until the next Step).
+// Step applies one input and returns its effects (valid until the next
+// Step: the Ready and its Sends bytes are reused).
 func (s *Session) Step(in Input) *Ready {
 	s.resetReady()
 	now := in.nowMs()
@@ -162,6 +179,8 @@ func (s *Session) Step(in Input) *Ready {
 	return &s.rd
 }
 
+// resetReady empties the Ready for the next step, dropping its references
+// (envelopes hold bodies and passwords) without freeing its slices.
 func (s *Session) resetReady() {
 	for i := range s.rd.Out {
 		s.rd.Out[i] = Envelope{}
@@ -187,6 +206,7 @@ func (s *Session) finishStep() {
 	}
 }
 
+// onEnvelope dispatches an envelope from the Node or a partition Host.
 func (s *Session) onEnvelope(now int64, msg Message) {
 	if s.ended {
 		s.onEnvelopeEnded(msg)
@@ -243,7 +263,9 @@ func (s *Session) newToken() uint64 {
 	return s.nextToken
 }
 
-// graceMs is the reconnect grace in force.
+// graceMs is the reconnect grace in force. The mutant shortens it, which
+// requeues deliveries a resuming client could still have settled: the
+// grace tests and the simulator sweep must catch that.
 func (s *Session) graceMs() int64 {
 	if mutant.On(mutant.EarlyGraceRequeue) {
 		return s.cfg.ReconnectGraceMs / graceMutantDivisor
@@ -260,6 +282,12 @@ func (s *Session) CheckInvariants() error {
 	if err := s.checkSubscriptions(); err != nil {
 		return err
 	}
+	if err := s.checkConfirms(); err != nil {
+		return err
+	}
+	if len(s.pending) > pendingOpsMax || len(s.opens) > opensMax {
+		return fmt.Errorf("session %d: %d pending requests, %d opens: over their bounds", s.init.ID, len(s.pending), len(s.opens))
+	}
 	for token, op := range s.pending {
 		if token == 0 || token > s.nextToken {
 			return fmt.Errorf("session %d: pending token %d was never minted", s.init.ID, token)
@@ -271,6 +299,7 @@ func (s *Session) CheckInvariants() error {
 	return nil
 }
 
+// checkLifecycle checks the attachment, dormancy, outbox and auth state.
 func (s *Session) checkLifecycle() error {
 	id := s.init.ID
 	switch {
@@ -281,6 +310,8 @@ func (s *Session) checkLifecycle() error {
 	case s.conn == 0 && (len(s.gated) != 0 || s.unwrittenBytes != 0):
 		return fmt.Errorf("session %d: outbox bytes with no connection", id)
 	case s.gateOpen && len(s.gated) != 0:
+		return fmt.Errorf("session %d: pushes held behind an open gate", id)
+	case s.reconciling < 0 || (s.reconciling > 0 && s.gateOpen):
 		return fmt.Errorf("session %d: pushes held behind an open gate", id)
 	case s.unwrittenBytes < 0:
 		return fmt.Errorf("session %d: more bytes written than sent", id)
@@ -298,6 +329,8 @@ func (s *Session) checkLifecycle() error {
 	return nil
 }
 
+// checkSubscriptions checks both subscription indexes, the held bounds and
+// the held byte count (recounted from scratch).
 func (s *Session) checkSubscriptions() error {
 	id := s.init.ID
 	if len(s.subs) != len(s.subsByID) || len(s.subs) > s.cfg.SubscriptionsPerSessionMax {
@@ -314,6 +347,9 @@ func (s *Session) checkSubscriptions() error {
 		if !sub.autoAck && len(sub.held) > int(max(sub.prefetch, 1)) {
 			return fmt.Errorf("session %d: subscription %d holds %d deliveries over prefetch %d", id, sub.id, len(sub.held), sub.prefetch)
 		}
+		if s.conn != 0 && s.gateOpen && sub.announced && len(sub.held) != 0 {
+			return fmt.Errorf("session %d: subscription %d holds deliveries it could send", id, sub.id)
+		}
 		if sub.paused && !s.dormant {
 			return fmt.Errorf("session %d: subscription %d paused while attached", id, sub.id)
 		}
@@ -326,6 +362,9 @@ func (s *Session) checkSubscriptions() error {
 	}
 	return nil
 }
+
+// errorf is fmt.Errorf, named for the invariant checks.
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // sessionAssert panics when cond is false: only a bug can break these.
 func sessionAssert(cond bool, why string) {

@@ -17,7 +17,12 @@ import (
 )
 
 // earlyConn holds frames (and a close) that reached the session before the
-// Attach naming their connection.
+// Attach naming their connection. The Node binds a connection and sends
+// Attach in one Ready, but the driver delivers frames and envelopes on
+// different paths (the simulator delays envelopes on purpose), so a
+// client's AUTH can overtake its own HELLO_OK's Attach. Only one such
+// connection is remembered: a newer one replaces it, since an Attach can
+// name only the newest.
 type earlyConn struct {
 	conn   ConnID
 	frames []heldFrame
@@ -25,13 +30,16 @@ type earlyConn struct {
 	closed bool
 }
 
-// heldFrame is a copy of a frame kept past its Step.
+// heldFrame is a copy of a frame kept past its Step (Frame.Payload is only
+// valid during the Step that carries it).
 type heldFrame struct {
 	header  wire.Header
 	payload []byte
 	err     error
 }
 
+// copyFrame keeps a frame past its Step: the payload is copied, since the
+// driver reuses its read buffer for the next frame.
 func copyFrame(in *Frame) heldFrame {
 	return heldFrame{header: in.Header, payload: append([]byte(nil), in.Payload...), err: in.Err}
 }
@@ -41,11 +49,19 @@ func copyFrame(in *Frame) heldFrame {
 func (s *Session) onAttach(now int64, m *Attach) {
 	sessionAssert(m.Conn != 0, "attach without a connection")
 	sessionAssert(m.Conn != s.conn, "a connection attached twice")
+	sessionAssert(!s.ended, "an ended session refuses attaches before this")
+	if s.early.conn == m.Conn && s.early.closed {
+		s.attachClosed()
+		return
+	}
 	if s.conn != 0 {
 		// A resume replaces the socket: the old one is closed, and its
 		// queued replies answer requests the new one never made.
 		s.closeConn()
 	}
+	// A new attachment: replies still owed to the old one are dropped from
+	// now on (the new connection numbers its requests afresh, so they
+	// could pass for its own).
 	s.conn, s.loopback = m.Conn, m.Loopback
 	s.gen++
 	s.dormant, s.graceTimerMs = false, 0
@@ -55,14 +71,28 @@ func (s *Session) onAttach(now int64, m *Attach) {
 	if !s.authed {
 		s.authTimerMs = now + s.cfg.AuthTimeoutMs
 	}
+	// The server request-id counter is per connection (PROTOCOL 7.1).
 	s.serverReqID = 0
 	s.reply(wire.OpHelloOk, m.HelloRequestID, &wire.HelloOk{
 		ProtocolVersion: wire.ProtocolVersion, OwnerID: s.init.OwnerID, ClientID: s.init.ClientID,
 		ResumeToken: s.init.Token, ResumeOutcome: m.Outcome, ServerName: s.cfg.ServerName,
 		Compliance: wire.ComplianceMarker,
 	})
+	// Deliveries may flow again; those held while dormant wait for the
+	// gate, so HELLO_OK (and the reconcile) come first.
 	s.resumeSubscriptions()
 	s.replayEarly(now, m.Conn)
+}
+
+// attachClosed handles an Attach whose connection the driver already
+// reported closed (the report overtook the envelope): nothing may be sent
+// on it. A fresh session has nobody to wait for and ends; a dormant one
+// keeps its grace; an attached one keeps the connection it has.
+func (s *Session) attachClosed() {
+	s.early = earlyConn{}
+	if s.conn == 0 && !s.dormant {
+		s.end()
+	}
 }
 
 // replayEarly handles frames that arrived for conn before its Attach.
@@ -103,6 +133,9 @@ func (s *Session) onConnClosed(now int64, conn ConnID) {
 		return
 	}
 	if conn != s.conn {
+		// Not the attached connection: one the session closed or replaced
+		// itself (stale report), or one whose Attach is still on its way
+		// (remember it, so that the Attach sends nothing on it).
 		if conn != 0 && (s.early.conn == conn || s.early.conn == 0) {
 			s.early.conn, s.early.closed = conn, true
 		}
@@ -126,6 +159,9 @@ func (s *Session) transportLost(now int64) {
 // delivery is handed to a session nobody reads; the rest end.
 func (s *Session) afterTransportLoss(now int64) {
 	sessionAssert(s.conn == 0, "transport loss with a connection attached")
+	sessionAssert(!s.ended && !s.dormant, "a transport lost twice")
+	// An unauthenticated session has nothing a client could resume into,
+	// and a draining broker must not hold sessions past its shutdown.
 	grace := s.graceMs()
 	if !s.authed || grace <= 0 || s.draining {
 		s.end()
@@ -144,14 +180,18 @@ func (s *Session) closeConn() {
 	s.forgetConn()
 }
 
-// forgetConn drops everything that belonged to the attachment.
+// forgetConn drops everything that belonged to the attachment: the driver
+// drops a closed connection's outbox, so the session's count of its bytes
+// and its held pushes (PINGs, a GOING_AWAY) go too. Held deliveries stay:
+// they belong to the session and go to the next attachment.
 func (s *Session) forgetConn() {
 	s.conn = 0
 	s.gated = s.gated[:0]
 	s.unwrittenBytes = 0
-	s.gateOpen = false
+	s.gateOpen, s.reconciling = false, 0
 	s.gateTimerMs, s.authTimerMs, s.pingTimerMs, s.lastRecvMs = 0, 0, 0, 0
 	s.auth = authWait{}
+	s.dropConfirms()
 }
 
 // end unsubscribes everything (the partitions requeue at once) and tells
@@ -171,6 +211,9 @@ func (s *Session) end() {
 			s.out(PartitionAddr(key), &Request{Input: &core.Unsubscribe{SubID: sub.id}})
 		}
 	}
+	// Requests queued behind a pending Open die with the session: their
+	// Opened reaches an ended session, which ignores it.
+	sessionAssert(len(s.subs) == 0 && s.heldBytes == 0, "the end left subscriptions or held deliveries")
 	for _, q := range sortedOpenKeys(s.opens) {
 		delete(s.opens, q)
 	}
@@ -180,6 +223,8 @@ func (s *Session) end() {
 	s.out(NodeAddr(), &SessionEnded{})
 }
 
+// onShuttingDown: the broker drains. GOING_AWAY is a push (request id 0,
+// PROTOCOL 5.23), and from now on a lost transport ends the session.
 func (s *Session) onShuttingDown(m *ShuttingDown) {
 	s.draining = true
 	if s.conn != 0 {
@@ -195,6 +240,8 @@ func (s *Session) onTick(now int64) {
 	if s.ended {
 		return
 	}
+	// graceTimer: the client did not come back in time; its deliveries
+	// requeue now (the end unsubscribes).
 	if s.dormant && now >= s.graceTimerMs {
 		s.end()
 		return
@@ -203,12 +250,15 @@ func (s *Session) onTick(now int64) {
 		return
 	}
 	if !s.gateOpen && now >= s.gateTimerMs {
+		s.reconciling = 0 // one heartbeat interval is the longest a gate holds
 		s.openGate()
 	}
 	if !s.authed && s.authTimerMs != 0 && now >= s.authTimerMs {
 		s.transportLost(now) // a peer that never authenticates
 		return
 	}
+	// pingTimer: the keepalive, and the liveness check on the same tick
+	// (PROTOCOL 1.5: the cut falls between 3 and 4 intervals of silence).
 	if now >= s.pingTimerMs {
 		if now-s.lastRecvMs > silentIntervalsMax*s.cfg.HeartbeatIntervalMs {
 			s.transportLost(now) // nothing arrived for 3 intervals
@@ -219,7 +269,8 @@ func (s *Session) onTick(now int64) {
 	}
 }
 
-// nextWakeMs is the earliest armed timer (0 = none).
+// nextWakeMs is the earliest armed timer (0 = none). Each timer is armed
+// only in the state it serves, so a stale deadline never wakes the machine.
 func (s *Session) nextWakeMs() int64 {
 	var wake int64
 	arm := func(atMs int64) {
@@ -260,11 +311,15 @@ func (s *Session) replyOn(gen uint64, op wire.Opcode, requestID uint64, body wir
 	s.emit(s.conn, op, requestID, body)
 }
 
+// replyError sends an error body (FER1, PROTOCOL 5.21) on the frame kind
+// the request expects, if its attachment is still the current one.
 func (s *Session) replyError(gen uint64, op wire.Opcode, requestID uint64, code wire.ErrorCode, msg string) {
 	s.replyOn(gen, op, requestID, &wire.ErrorBody{Code: code, Message: msg})
 }
 
-// push sends an unsolicited frame, held while the gate is closed.
+// push sends an unsolicited frame, held while the gate is closed: clients
+// read exactly one frame after each handshake request and fail on any
+// other opcode (PROTOCOL 3.1). Held pushes count against the outbox bound.
 func (s *Session) push(op wire.Opcode, requestID uint64, body wire.Body) {
 	if s.conn == 0 {
 		return
@@ -277,12 +332,17 @@ func (s *Session) push(op wire.Opcode, requestID uint64, body wire.Body) {
 	s.checkOutbox()
 }
 
+// nextServerReqID draws from the connection's own request-id space; clients
+// dispatch pushes by opcode, so these ids may collide with theirs.
 func (s *Session) nextServerReqID() uint64 {
 	s.serverReqID++
 	return s.serverReqID
 }
 
-// emit encodes one frame into the step's buffer for conn.
+// emit encodes one frame into the step's buffer for conn. The buffer is
+// reused across steps (the Ready is valid until the next Step), so the
+// deliver and confirm paths allocate nothing per frame; consecutive frames
+// for one connection form one Send (one write for many frames).
 func (s *Session) emit(conn ConnID, op wire.Opcode, requestID uint64, body wire.Body) {
 	sessionAssert(conn == s.conn && conn != 0, "a frame for a connection that is not attached")
 	if s.sendConn != conn {
@@ -298,6 +358,7 @@ func (s *Session) emit(conn ConnID, op wire.Opcode, requestID uint64, body wire.
 // emitRaw appends already encoded frames (released pushes).
 func (s *Session) emitRaw(frames []byte) {
 	sessionAssert(s.conn != 0, "raw frames with no connection")
+	sessionAssert(s.gateOpen, "held pushes released behind a closed gate")
 	if s.sendConn != s.conn {
 		s.flushSegment()
 		s.sendConn, s.sendStart = s.conn, len(s.buf)
@@ -307,6 +368,8 @@ func (s *Session) emitRaw(frames []byte) {
 }
 
 // flushSegment turns the bytes emitted since the last flush into a Send.
+// The full slice expression caps it, so a later append to the buffer can
+// never write into bytes the driver holds.
 func (s *Session) flushSegment() {
 	if s.sendConn != 0 && len(s.buf) > s.sendStart {
 		s.rd.Sends = append(s.rd.Sends, Send{Conn: s.sendConn, Bytes: s.buf[s.sendStart:len(s.buf):len(s.buf)]})
@@ -329,6 +392,7 @@ func (s *Session) checkOutbox() {
 	s.afterTransportLoss(s.nowMs)
 }
 
+// onWritten gives back outbox room for bytes the socket accepted.
 func (s *Session) onWritten(conn ConnID, bytes int) {
 	if conn != s.conn || s.conn == 0 {
 		return // a closed connection's count no longer matters
@@ -338,9 +402,11 @@ func (s *Session) onWritten(conn ConnID, bytes int) {
 	sessionAssert(s.unwrittenBytes >= 0, "more bytes written than the session sent")
 }
 
-// openGate releases held pushes after the replies sent so far.
+// openGate releases held pushes after the replies sent so far, then the
+// deliveries held while dormant or gated. A reconcile waiting for its
+// restores keeps the gate shut: its result must be the next frame.
 func (s *Session) openGate() {
-	if s.gateOpen || s.conn == 0 {
+	if s.gateOpen || s.conn == 0 || s.reconciling > 0 {
 		return
 	}
 	s.gateOpen, s.gateTimerMs = true, 0

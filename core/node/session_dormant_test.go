@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -12,24 +13,24 @@ import (
 func TestSessionDormantPausesSubscriptionsAndHoldsDeliveries(t *testing.T) {
 	h := newSessHarness(t, nil)
 	h.ready(1)
-	sub := h.subscribe(1, qOrders, 2, true)
+	sub := h.subscribe(1, sessQOrders, 2, true)
 	h.takeOut()
 	h.connClosed(1)
 	if h.ended || !h.s.dormant {
 		t.Fatal("an authenticated session with grace did not go dormant")
 	}
-	req := h.takeRequest(qOrders)
+	req := h.takeRequest(sessQOrders)
 	if p, ok := req.Input.(*core.PauseSubscription); !ok || !p.Paused || p.SubID != sub {
 		t.Fatalf("dormancy sent %+v, want a pause", req.Input)
 	}
 	// Deliveries sent before the pause reached the partition are held.
-	h.fromPartition(qOrders, &Deliveries{Queue: qOrders, SubID: sub, Items: []core.Delivery{
-		{SubID: sub, Tag: 1, Offset: 0, Body: testBody("a")}, {SubID: sub, Tag: 2, Offset: 1, Body: testBody("b")}}})
-	if len(h.takeRequests(qOrders)) != 0 {
+	h.fromPartition(sessQOrders, &Deliveries{Queue: sessQOrders, SubID: sub, Items: []core.Delivery{
+		{SubID: sub, Tag: 1, Offset: 0, Body: sessBody("a")}, {SubID: sub, Tag: 2, Offset: 1, Body: sessBody("b")}}})
+	if len(h.takeRequests(sessQOrders)) != 0 {
 		t.Fatal("held deliveries were handed back")
 	}
 	h.attach(2, wire.ResumeResumed)
-	req = h.takeRequest(qOrders)
+	req = h.takeRequest(sessQOrders)
 	if p, ok := req.Input.(*core.PauseSubscription); !ok || p.Paused || p.SubID != sub {
 		t.Fatalf("resume sent %+v, want an unpause", req.Input)
 	}
@@ -49,12 +50,12 @@ func TestSessionDormantPausesSubscriptionsAndHoldsDeliveries(t *testing.T) {
 func TestSessionHeldManualDeliveriesAreBoundedByPrefetch(t *testing.T) {
 	h := newSessHarness(t, nil)
 	h.ready(1)
-	sub := h.subscribe(1, qOrders, 1, false)
+	sub := h.subscribe(1, sessQOrders, 1, false)
 	h.connClosed(1)
 	h.takeOut()
 	// A lease expired before the pause landed and the message came back.
 	for tag := uint64(1); tag <= 3; tag++ {
-		h.fromPartition(qOrders, &Deliveries{Queue: qOrders, SubID: sub, Items: []core.Delivery{{SubID: sub, Tag: tag, Body: testBody("m")}}})
+		h.fromPartition(sessQOrders, &Deliveries{Queue: sessQOrders, SubID: sub, Items: []core.Delivery{{SubID: sub, Tag: tag, Body: sessBody("m")}}})
 	}
 	if got := len(h.s.subsByID[sub].held); got != 1 {
 		t.Fatalf("holds %d deliveries with prefetch 1", got)
@@ -69,7 +70,7 @@ func TestSessionHeldManualDeliveriesAreBoundedByPrefetch(t *testing.T) {
 func TestSessionGraceExpiryEndsAndRequeues(t *testing.T) {
 	h := newSessHarness(t, nil)
 	h.ready(1)
-	sub := h.subscribe(1, qOrders, 1, false)
+	sub := h.subscribe(1, sessQOrders, 1, false)
 	h.connClosed(1)
 	h.takeOut()
 	// Under mutant.EarlyGraceRequeue the grace ends at a tenth of this.
@@ -79,15 +80,15 @@ func TestSessionGraceExpiryEndsAndRequeues(t *testing.T) {
 	}
 	h.tick(1)
 	out := h.takeOut()
-	if !h.ended || len(out) != 2 || typeName(out[0].Msg) != "Request/Unsubscribe" || typeName(out[1].Msg) != "SessionEnded" {
-		t.Fatalf("grace expiry: ended %v, out %v", h.ended, describeOut(out))
+	if !h.ended || len(out) != 2 || sessTypeName(out[0].Msg) != "Request/Unsubscribe" || sessTypeName(out[1].Msg) != "SessionEnded" {
+		t.Fatalf("grace expiry: ended %v, out %v", h.ended, sessDescribeOut(out))
 	}
 	if u := out[0].Msg.(*Request).Input.(*core.Unsubscribe); u.SubID != sub {
 		t.Fatal("unsubscribed the wrong subscription")
 	}
 	// A late delivery is handed back at once.
-	h.fromPartition(qOrders, &Deliveries{Queue: qOrders, SubID: sub, Items: []core.Delivery{{SubID: sub, Tag: 9, Body: testBody("x")}}})
-	if r := h.takeRequest(qOrders); r.Input.(*core.Unsubscribe).SubID != sub {
+	h.fromPartition(sessQOrders, &Deliveries{Queue: sessQOrders, SubID: sub, Items: []core.Delivery{{SubID: sub, Tag: 9, Body: sessBody("x")}}})
+	if r := h.takeRequest(sessQOrders); r.Input.(*core.Unsubscribe).SubID != sub {
 		t.Fatal("a delivery after the end was not handed back")
 	}
 	h.tick(h.cfg.ReconnectGraceMs)
@@ -99,7 +100,7 @@ func TestSessionGraceExpiryEndsAndRequeues(t *testing.T) {
 func TestSessionResumeWithinGraceKeepsSubscriptionsAndLateAcks(t *testing.T) {
 	h := newSessHarness(t, nil)
 	h.ready(1)
-	sub := h.subscribe(1, qOrders, 1, false)
+	sub := h.subscribe(1, sessQOrders, 1, false)
 	h.connClosed(1)
 	h.takeOut()
 	h.tick(h.cfg.ReconnectGraceMs / 2)
@@ -113,7 +114,7 @@ func TestSessionResumeWithinGraceKeepsSubscriptionsAndLateAcks(t *testing.T) {
 		t.Fatal("a resumed session ended on its old grace deadline")
 	}
 	h.frame(2, wire.OpAck, wire.Ack{Topic: "orders", Tags: []uint64{1}})
-	if a := h.takeRequest(qOrders).Input.(*core.Ack); a.SubID != sub {
+	if a := h.takeRequest(sessQOrders).Input.(*core.Ack); a.SubID != sub {
 		t.Fatal("a late ack after resume was not routed")
 	}
 }
@@ -152,21 +153,21 @@ func TestSessionLossEndsWithoutAuthGraceOrWhileDraining(t *testing.T) {
 func TestSessionSubscriptionEndedPushesSubscriptionClosed(t *testing.T) {
 	h := newSessHarness(t, nil)
 	h.ready(1)
-	sub := h.subscribe(1, qOrders, 1, false)
+	sub := h.subscribe(1, sessQOrders, 1, false)
 	h.takeOut()
-	h.fromPartition(qOrders, &SubscriptionEnded{Queue: qOrders, SubID: sub, Code: wire.ReasonTopicDeleted, Message: "gone"})
+	h.fromPartition(sessQOrders, &SubscriptionEnded{Queue: sessQOrders, SubID: sub, Code: wire.ReasonTopicDeleted, Message: "gone"})
 	sc := h.expect(1, wire.OpSubscriptionClosed).body.(wire.SubscriptionClosed)
 	if sc.SubID != sub || sc.Code != wire.ReasonTopicDeleted || sc.Message != "gone" {
 		t.Fatalf("SUBSCRIPTION_CLOSED %+v", sc)
 	}
 	h.frame(1, wire.OpAck, wire.Ack{Topic: "orders", Tags: []uint64{1}})
-	if len(h.takeRequests(qOrders)) != 0 {
+	if len(h.takeRequests(sessQOrders)) != 0 {
 		t.Fatal("an ended subscription still routes acks")
 	}
 	// While dormant nothing is pushed (PROTOCOL 7.9).
-	sub = h.subscribe(1, qOrders, 1, false)
+	sub = h.subscribe(1, sessQOrders, 1, false)
 	h.connClosed(1)
-	h.fromPartition(qOrders, &SubscriptionEnded{Queue: qOrders, SubID: sub, Code: wire.ReasonServerError})
+	h.fromPartition(sessQOrders, &SubscriptionEnded{Queue: sessQOrders, SubID: sub, Code: wire.ReasonServerError})
 	if _, still := h.s.subsByID[sub]; still {
 		t.Fatal("the subscription survived its end")
 	}
@@ -175,19 +176,19 @@ func TestSessionSubscriptionEndedPushesSubscriptionClosed(t *testing.T) {
 func TestSessionBouncedRequestAnswers500AndReopens(t *testing.T) {
 	h := newSessHarness(t, nil)
 	h.ready(1)
-	sub := h.subscribe(1, qOrders, 1, false)
+	sub := h.subscribe(1, sessQOrders, 1, false)
 	h.takeOut()
 	id := h.frame(1, wire.OpPublish, wire.Publish{Topic: "orders", RequireConfirm: true})
-	req := h.takeRequest(qOrders)
-	h.step(&Bounced{NowMs: h.now, Envelope: Envelope{From: SessionAddr(sessTestID), To: PartitionAddr(qOrders), Msg: req}})
+	req := h.takeRequest(sessQOrders)
+	h.step(&Bounced{NowMs: h.now, Envelope: Envelope{From: SessionAddr(sessTestID), To: PartitionAddr(sessQOrders), Msg: req}})
 	h.expectError(1, wire.OpError, id, wire.CodeInternal)
 	if sc := h.expect(1, wire.OpSubscriptionClosed).body.(wire.SubscriptionClosed); sc.SubID != sub || sc.Code != wire.ReasonServerError {
 		t.Fatalf("SUBSCRIPTION_CLOSED %+v", sc)
 	}
 	h.takeOut()
 	h.frame(1, wire.OpPublish, wire.Publish{Topic: "orders"})
-	h.takeOpen(qOrders, 1, nil) // the open was forgotten
-	if len(h.takeRequests(qOrders)) != 1 {
+	h.takeOpen(sessQOrders, 1, nil) // the open was forgotten
+	if len(h.takeRequests(sessQOrders)) != 1 {
 		t.Fatal("the publish did not follow the new open")
 	}
 }
@@ -273,7 +274,7 @@ func TestSessionReconcileRestoreAnswersAfterEveryRestore(t *testing.T) {
 	subA := ra.Input.(*core.Subscribe)
 	h.fromPartition(qa, &Response{Token: ra.Token, Reply: core.Reply{Kind: core.ReplySubscribed}})
 	// A delivery of a restored subscription waits for the result.
-	h.fromPartition(qa, &Deliveries{Queue: qa, SubID: subA.SubID, Items: []core.Delivery{{SubID: subA.SubID, Tag: 1, Body: testBody("x")}}})
+	h.fromPartition(qa, &Deliveries{Queue: qa, SubID: subA.SubID, Items: []core.Delivery{{SubID: subA.SubID, Tag: 1, Body: sessBody("x")}}})
 	h.expectNothing(1)
 	h.fromPartition(qb, &Response{Token: rb.Token, Reply: core.Reply{Kind: core.ReplyError, Err: core.ErrTooManySubscriptions}})
 	res := h.expect(1, wire.OpReconcileResult).body.(wire.ReconcileResult).Entries
@@ -292,5 +293,39 @@ func TestSessionReconcileRestoreAnswersAfterEveryRestore(t *testing.T) {
 	}
 	if sk == nil || len(sk.Subs) != 1 || sk.Subs[0].Queue != qa {
 		t.Fatalf("skeleton after reconcile: %+v", sk)
+	}
+}
+
+// graceEndsAfterMs drops an authenticated session's connection and ticks
+// in 100 ms steps until it ends; it returns how long it stayed dormant.
+func graceEndsAfterMs(t *testing.T) int64 {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	h.subscribe(1, sessQOrders, 1, false)
+	h.connClosed(1)
+	lostAtMs := h.now
+	for !h.ended {
+		if h.now-lostAtMs > 10*h.cfg.ReconnectGraceMs {
+			t.Fatal("the grace never expired")
+		}
+		h.tick(100)
+	}
+	return h.now - lostAtMs
+}
+
+func TestSessionGraceLastsItsConfiguredLength(t *testing.T) {
+	if got, want := graceEndsAfterMs(t), sessTestConfig().ReconnectGraceMs; got != want {
+		t.Fatalf("dormant for %d ms, the grace is %d ms", got, want)
+	}
+}
+
+// TestSessionMutantEarlyGraceRequeueIsCaught shows the grace tests can
+// fail: with the grace at a tenth of its length, the session requeues a
+// resuming client's deliveries early.
+func TestSessionMutantEarlyGraceRequeueIsCaught(t *testing.T) {
+	mutant.Active = mutant.EarlyGraceRequeue
+	defer func() { mutant.Active = "" }()
+	if got, want := graceEndsAfterMs(t), sessTestConfig().ReconnectGraceMs; got >= want {
+		t.Fatalf("under %s the session still stayed dormant %d ms", mutant.EarlyGraceRequeue, got)
 	}
 }

@@ -24,6 +24,7 @@ const (
 	builtinPassword = "fibril"
 )
 
+// Guide messages (PROTOCOL 6.3): each names the likely fix.
 const (
 	msgAuthRequired = "authentication required: send AUTH with a user name and password first (the built-in fibril/fibril works from loopback)"
 	msgAuthDenied   = "authentication failed: wrong user name or password"
@@ -33,6 +34,9 @@ const (
 )
 
 // authWait is a password check in flight and the frames waiting for it.
+// The check (argon2id) runs off the machine's step, as a driver job; the
+// frames behind it wait so that they are served in arrival order and with
+// the auth state the AUTH decides (PROTOCOL 7.2: one at a time, in order).
 type authWait struct {
 	pending   bool
 	token     uint64
@@ -50,7 +54,10 @@ func (s *Session) onFrame(in *Frame) {
 		return
 	}
 	if in.Conn != s.conn || s.conn == 0 {
-		s.keepEarly(in) // its Attach may still be on its way
+		// Not the attached connection: a stale one (the session closed or
+		// replaced it; the driver had read ahead), or one whose Attach is
+		// still on its way. Nothing is ever answered on a stale one.
+		s.keepEarly(in)
 		return
 	}
 	s.lastRecvMs = in.NowMs // liveness counts any frame (PROTOCOL 1.5)
@@ -61,7 +68,8 @@ func (s *Session) onFrame(in *Frame) {
 	s.handleFrame(in.NowMs, in.Header, in.Payload, in.Err)
 }
 
-// waitForAuth queues a frame behind the password check, bounded.
+// waitForAuth queues a frame behind the password check, bounded: an
+// unauthenticated peer must not make the broker buffer without limit.
 func (s *Session) waitForAuth(in *Frame) {
 	a := &s.auth
 	if len(a.frames) >= authWaitingFramesMax || a.bytes+len(in.Payload) > authWaitingBytesMax {
@@ -82,19 +90,27 @@ func (s *Session) handleFrame(now int64, hdr wire.Header, payload []byte, err er
 	}
 	switch hdr.Opcode {
 	case wire.OpPing:
+		// Answered at once, echoing its id, authenticated or not (1.5).
 		s.reply(wire.OpPong, hdr.RequestID, &wire.Pong{})
 		return
 	case wire.OpPong, wire.OpTopologyUpdateAck:
+		// Liveness was counted on arrival; neither needs an answer, and a
+		// standalone broker never pushes topology to be acked.
 		return
 	case wire.OpAuth:
 		s.handleAuth(hdr, payload)
 		return
 	}
+	// PROTOCOL 3.3: before auth only AUTH, PING and PONG are served; the
+	// 401 goes out, then the connection closes (and, unauthenticated, the
+	// session ends: there is nothing to resume into).
 	if !s.authed {
 		s.reply(wire.OpError, hdr.RequestID, &wire.ErrorBody{Code: wire.CodeUnauthorized, Message: msgAuthRequired})
 		s.transportLost(now)
 		return
 	}
+	// A request may end the attachment (the outbox bound); the gate is
+	// opened only for the attachment that asked.
 	gen := s.gen
 	answeredNow := s.handleRequest(now, hdr, payload)
 	// The handshake gate opens once a request other than AUTH has been
@@ -104,7 +120,10 @@ func (s *Session) handleFrame(now int64, hdr wire.Header, payload []byte, err er
 	}
 }
 
-// onBrokenStream: the frame could not be read whole.
+// onBrokenStream: the frame could not be read whole. A frame over the cap
+// leaves the stream just after its header, which cannot be resynchronised
+// (PROTOCOL 1.3): the 400 names the limit, then the connection closes. A
+// malformed header gets no reply: its request id cannot be trusted.
 func (s *Session) onBrokenStream(now int64, hdr wire.Header, err error) {
 	if errors.Is(err, wire.ErrFrameTooLarge) {
 		s.reply(wire.OpError, hdr.RequestID, &wire.ErrorBody{Code: wire.CodeInvalid,
@@ -116,6 +135,9 @@ func (s *Session) onBrokenStream(now int64, hdr wire.Header, err error) {
 
 // handleRequest serves an authenticated request; it reports false only
 // when the answer is deferred past the gate (a reconcile with restores).
+// Each opcode decodes into its own concrete type: no boxing on the publish
+// and settle paths. A body that does not decode gets ERROR 400 and the
+// connection stays open (PROTOCOL 6.1).
 func (s *Session) handleRequest(now int64, hdr wire.Header, payload []byte) bool {
 	var err error
 	id := hdr.RequestID
@@ -165,6 +187,7 @@ func (s *Session) handleRequest(now int64, hdr wire.Header, payload []byte) bool
 			return s.handleReconcile(id, &m)
 		}
 	case wire.OpDeclarePlexus, wire.OpSubscribeStream:
+		// Decoded first, so a malformed one is reported as malformed.
 		if _, err = wire.DecodeBody(hdr.Opcode, payload); err == nil {
 			s.reply(wire.OpError, id, &wire.ErrorBody{Code: wire.CodeInvalid, Message: msgStreamsUnsupported})
 		}
@@ -187,12 +210,16 @@ func (s *Session) handleAuth(hdr wire.Header, payload []byte) {
 		s.reply(wire.OpError, hdr.RequestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: "malformed AUTH: " + err.Error()})
 		return
 	}
+	// "Already authenticated" is per attachment: a resumed session's client
+	// sends AUTH again on its new connection and must get AUTH_OK.
 	if s.authed && s.authGen == s.gen {
 		s.reply(wire.OpAuthErr, hdr.RequestID, &wire.ErrorBody{Code: wire.CodeUnauthorized, Message: "already authenticated"})
 		return
 	}
 	// A resumed session is authenticated already, but its client sends
 	// AUTH on every connect: the check runs again and answers AUTH_OK.
+	// Everything the connection sends from now on waits for the answer.
+	sessionAssert(!s.auth.pending, "a second password check while one runs")
 	token := s.newToken()
 	s.auth = authWait{pending: true, token: token, gen: s.gen, requestID: hdr.RequestID,
 		username: auth.Username, password: auth.Password}
@@ -201,24 +228,34 @@ func (s *Session) handleAuth(hdr wire.Header, payload []byte) {
 
 // onAuthChecked answers the AUTH, then serves the frames that waited.
 func (s *Session) onAuthChecked(now int64, in *AuthChecked) {
+	// The connection that asked may be gone (closed, replaced by a resume,
+	// cut by the auth timeout): its answer no longer matters.
 	if s.ended || !s.auth.pending || in.Token != s.auth.token {
-		return // the connection that asked is gone
+		return
 	}
 	sessionAssert(s.auth.gen == s.gen && s.conn != 0, "a password check outlived its attachment")
 	wait := s.auth
 	s.auth = authWait{}
 	ok, msg := s.authVerdict(in, wait.username, wait.password)
+	// Bad credentials: AUTH_ERR 401, then close (PROTOCOL 3.3). The frames
+	// that waited are never served.
 	if !ok {
 		s.reply(wire.OpAuthErr, wait.requestID, &wire.ErrorBody{Code: wire.CodeUnauthorized, Message: msg})
 		s.transportLost(now)
 		return
 	}
+	// Authenticated for the session (it survives a resume) and on this
+	// attachment; the auth timeout is disarmed.
 	s.authed, s.authGen, s.authTimerMs = true, s.gen, 0
 	s.reply(wire.OpAuthOk, wait.requestID, &wire.AuthOk{})
 	s.serveWaiting(now, wait.frames)
 }
 
-// authVerdict decides a login from the user store's answer.
+// authVerdict decides a login from the user store's answer. The built-in
+// fibril/fibril works only while no real user of that name exists, only
+// from loopback, and only when configured; the remote refusal says why, so
+// a new user knows to add a user. The comparison is constant-time, like
+// the store's own (no timing hint about the built-in password).
 func (s *Session) authVerdict(in *AuthChecked, username, password string) (bool, string) {
 	if in.Match {
 		sessionAssert(in.Known, "a password matched an unknown user")
@@ -239,6 +276,7 @@ func (s *Session) authVerdict(in *AuthChecked, username, password string) (bool,
 // serveWaiting serves frames that waited, in order; if one of them starts
 // another password check, the rest wait again behind it.
 func (s *Session) serveWaiting(now int64, frames []heldFrame) {
+	sessionAssert(len(frames) <= authWaitingFramesMax, "more frames waited than the bound allows")
 	conn := s.conn
 	for i := range frames {
 		if s.conn != conn || s.conn == 0 {

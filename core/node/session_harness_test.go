@@ -1,8 +1,6 @@
 package node
 
 import (
-	"testing"
-
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/transport/wire"
 )
@@ -12,20 +10,27 @@ import (
 // invariants and the driver-visible rules: nothing sent to a closed
 // connection, nothing after the end but AttachRefused and Unsubscribe.
 type sessHarness struct {
-	t      testing.TB
+	t      sessT
 	cfg    Config
 	s      *Session
 	now    int64
 	reqID  uint64
 	closed map[ConnID]bool
-	sent   map[ConnID][]sentFrame
+	sent   map[ConnID][]sessFrame
 	out    []Envelope
 	checks []PasswordCheck
 	ended  bool
 }
 
-// sentFrame is one decoded frame the session sent.
-type sentFrame struct {
+// sessT is what the harness needs of *testing.T, *testing.B and *rapid.T.
+type sessT interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// sessFrame is one decoded frame the session sent.
+type sessFrame struct {
 	hdr  wire.Header
 	body wire.Body
 }
@@ -41,7 +46,7 @@ func sessTestConfig() Config {
 	return cfg
 }
 
-func newSessHarness(t testing.TB, mod func(*Config)) *sessHarness {
+func newSessHarness(t sessT, mod func(*Config)) *sessHarness {
 	cfg := sessTestConfig()
 	if mod != nil {
 		mod(&cfg)
@@ -51,7 +56,7 @@ func newSessHarness(t testing.TB, mod func(*Config)) *sessHarness {
 	}
 	init := SessionInit{ID: sessTestID, ClientID: [16]byte{1}, Token: [16]byte{2}, OwnerID: [16]byte{3}}
 	return &sessHarness{t: t, cfg: cfg, s: NewSession(cfg, init), now: 1_000_000,
-		closed: map[ConnID]bool{}, sent: map[ConnID][]sentFrame{}}
+		closed: map[ConnID]bool{}, sent: map[ConnID][]sessFrame{}}
 }
 
 // step feeds one input and records its effects.
@@ -68,7 +73,7 @@ func (h *sessHarness) step(in Input) *Ready {
 		if h.closed[snd.Conn] {
 			h.t.Fatalf("frames sent to closed connection %d", snd.Conn)
 		}
-		h.sent[snd.Conn] = append(h.sent[snd.Conn], decodeFrames(h.t, snd.Bytes)...)
+		h.sent[snd.Conn] = append(h.sent[snd.Conn], sessDecodeFrames(h.t, snd.Bytes)...)
 	}
 	for _, c := range rd.Close {
 		h.closed[c] = true
@@ -78,7 +83,7 @@ func (h *sessHarness) step(in Input) *Ready {
 			h.t.Fatalf("envelope from %v", env.From)
 		}
 		if h.ended {
-			if !isEndedEnvelope(env.Msg) {
+			if !sessIsEndedEnvelope(env.Msg) {
 				h.t.Fatalf("an ended session sent %T", env.Msg)
 			}
 		}
@@ -94,7 +99,7 @@ func (h *sessHarness) step(in Input) *Ready {
 	return rd
 }
 
-func isEndedEnvelope(m Message) bool {
+func sessIsEndedEnvelope(m Message) bool {
 	switch m := m.(type) {
 	case *AttachRefused:
 		return true
@@ -105,9 +110,9 @@ func isEndedEnvelope(m Message) bool {
 	return false
 }
 
-func decodeFrames(t testing.TB, b []byte) []sentFrame {
+func sessDecodeFrames(t sessT, b []byte) []sessFrame {
 	t.Helper()
-	var out []sentFrame
+	var out []sessFrame
 	for len(b) > 0 {
 		hdr, err := wire.DecodeHeader(b)
 		if err != nil {
@@ -118,7 +123,7 @@ func decodeFrames(t testing.TB, b []byte) []sentFrame {
 		if err != nil {
 			t.Fatalf("session sent an undecodable %s: %v", hdr.Opcode, err)
 		}
-		out = append(out, sentFrame{hdr: hdr, body: body})
+		out = append(out, sessFrame{hdr: hdr, body: body})
 		b = b[end:]
 	}
 	return out
@@ -187,14 +192,14 @@ func (h *sessHarness) ready(conn ConnID) {
 
 // ---- effects
 
-func (h *sessHarness) takeFrames(conn ConnID) []sentFrame {
+func (h *sessHarness) takeFrames(conn ConnID) []sessFrame {
 	f := h.sent[conn]
 	h.sent[conn] = nil
 	return f
 }
 
 // expect takes the next frame sent to conn and checks its opcode.
-func (h *sessHarness) expect(conn ConnID, op wire.Opcode) sentFrame {
+func (h *sessHarness) expect(conn ConnID, op wire.Opcode) sessFrame {
 	h.t.Helper()
 	fs := h.sent[conn]
 	if len(fs) == 0 {
@@ -253,7 +258,7 @@ func (h *sessHarness) takeOpen(q core.QueueID, partitions uint32, err *core.Erro
 		rest = append(rest, env)
 	}
 	if open == nil {
-		h.t.Fatalf("no Open sent; out: %v", describeOut(h.out))
+		h.t.Fatalf("no Open sent; out: %v", sessDescribeOut(h.out))
 	}
 	if open.Topic != q.Topic || open.Group != q.Group || open.Partition != q.Partition {
 		h.t.Fatalf("Open %+v for %v", open, q)
@@ -281,28 +286,28 @@ func (h *sessHarness) takeRequest(q core.QueueID) *Request {
 	h.t.Helper()
 	reqs := h.takeRequests(q)
 	if len(reqs) != 1 {
-		h.t.Fatalf("expected one request to %v, got %d (%v)", q, len(reqs), describeOut(h.out))
+		h.t.Fatalf("expected one request to %v, got %d (%v)", q, len(reqs), sessDescribeOut(h.out))
 	}
 	return reqs[0]
 }
 
-func describeOut(out []Envelope) []string {
+func sessDescribeOut(out []Envelope) []string {
 	var s []string
 	for _, env := range out {
-		s = append(s, env.To.String()+":"+typeName(env.Msg))
+		s = append(s, env.To.String()+":"+sessTypeName(env.Msg))
 	}
 	return s
 }
 
-func typeName(v any) string {
+func sessTypeName(v any) string {
 	switch v := v.(type) {
 	case *Request:
-		return "Request/" + typeName(v.Input)
+		return "Request/" + sessTypeName(v.Input)
 	}
-	return stringsTrimPointer(v)
+	return sessMsgName(v)
 }
 
-func stringsTrimPointer(v any) string {
+func sessMsgName(v any) string {
 	s := ""
 	switch v.(type) {
 	case *core.Publish:
@@ -352,6 +357,6 @@ func (h *sessHarness) subscribe(conn ConnID, q core.QueueID, prefetch uint32, au
 	return sub.SubID
 }
 
-func testBody(payload string) *core.Body {
+func sessBody(payload string) *core.Body {
 	return &core.Body{Payload: []byte(payload), PublishedMs: 11, ReceivedMs: 22}
 }

@@ -17,27 +17,32 @@ import (
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
+// Guide messages (PROTOCOL 6.3).
 const (
-	msgNamePattern = "use 1-128 bytes of [a-z0-9._-], no leading or trailing '.', no '..'"
-	msgCohorts     = "exclusive consumer groups are not supported by this broker yet"
+	msgNamePattern    = "use 1-128 bytes of [a-z0-9._-], no leading or trailing '.', no '..'"
+	msgCohorts        = "exclusive consumer groups are not supported by this broker yet"
+	msgTooManyPending = "broker-side backpressure (retry later): too many requests of this session await an answer"
 )
 
-// publishArgs is one PUBLISH or PUBLISH_DELAYED, decoded.
+// publishArgs is one PUBLISH or PUBLISH_DELAYED, decoded: the two share
+// every step but the TTL (absent on a delayed publish) and not_before.
 type publishArgs struct {
 	topic       string
-	group       wire.Optional[string]
-	partition   uint32
+	group       wire.Optional[string] // as sent: normalised by queueOf
+	partition   uint32                // chosen by the client (PROTOCOL 2.2)
 	confirm     bool
 	contentType wire.ContentType
 	headers     wire.Headers
-	publishedMs uint64
-	payload     []byte
+	publishedMs uint64 // the producer's clock, echoed as is
+	payload     []byte // the decoder's copy, owned from here on
 	ttl         wire.Optional[uint64]
-	notBeforeMs uint64
+	notBeforeMs uint64 // PUBLISH_DELAYED only: absolute Unix ms
 	delayed     bool
 }
 
-// queueOf validates and normalises (topic, group, partition).
+// queueOf validates and normalises (topic, group, partition). Group
+// "default" and no group are one queue (SPEC 1), so the normalised form is
+// what every map key and every message to another machine carries.
 func queueOf(topic string, group wire.Optional[string], partition uint32) (core.QueueID, error) {
 	q := core.QueueID{Topic: topic, Partition: partition}
 	if group.Present {
@@ -52,7 +57,8 @@ func queueOf(topic string, group wire.Optional[string], partition uint32) (core.
 	return q, nil
 }
 
-// groupOpt is the wire form of a normalised group.
+// groupOpt is the wire form of a normalised group: the default namespace
+// is sent as an absent group, as Fibril does.
 func groupOpt(group string) wire.Optional[string] {
 	if group == "" {
 		return wire.Optional[string]{}
@@ -60,16 +66,27 @@ func groupOpt(group string) wire.Optional[string] {
 	return wire.Some(group)
 }
 
+// handlePublish: the checks of PROTOCOL 5.3 that need no partition, in its
+// order (names, content type then reserved headers, bounds), answered at
+// once; then the publish goes to its partition, behind its Open if needed.
 func (s *Session) handlePublish(now int64, requestID uint64, a publishArgs) {
 	q, err := queueOf(a.topic, a.group, a.partition)
 	if err != nil {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: err.Error()})
 		return
 	}
+	// The content-type header is folded into the content type before the
+	// reserved-header check (PROTOCOL 7.12).
 	ct, headers := wire.NormalizeContentType(a.contentType, a.headers)
 	if key, reserved := headers.ReservedKey(); reserved {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: fmt.Sprintf(
 			"reserved header %q: keys starting with 'fibril.' (except 'fibril.client.') or 'stroma.' are set by the broker only", key)})
+		return
+	}
+	// Durations and deadlines become int64 ms in the core: a u64 past 2^62
+	// would overflow (or go negative) once added to a clock.
+	if a.confirm && len(s.pending) >= pendingOpsMax {
+		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInternal, Message: msgTooManyPending})
 		return
 	}
 	if a.ttl.Present && a.ttl.Value > textPayloadNumberMax {
@@ -81,41 +98,62 @@ func (s *Session) handlePublish(now int64, requestID uint64, a publishArgs) {
 		return
 	}
 	// The decoder copied the payload and the header strings out of the
-	// frame, so the body outlives this step (Frame.Payload does not).
-	body := &core.Body{Payload: a.payload, PublishedMs: int64(a.publishedMs),
+	// frame, so the body outlives this step (Frame.Payload does not). The
+	// request, its input and the body share one allocation (hot path).
+	pr := &publishRequest{}
+	pr.body = core.Body{Payload: a.payload, PublishedMs: int64(a.publishedMs),
 		ContentType: core.ContentType{Kind: core.ContentKind(ct.Kind), Custom: ct.Custom}}
 	if len(headers) > 0 {
-		body.Headers = make([]core.Header, len(headers))
+		pr.body.Headers = make([]core.Header, len(headers))
 		for i, h := range headers {
-			body.Headers[i] = core.Header{Key: h.Key, Value: h.Value}
+			pr.body.Headers[i] = core.Header{Key: h.Key, Value: h.Value}
 		}
 	}
-	in := &core.Publish{NowMs: now, Confirm: a.confirm, Body: body, NotBeforeMs: int64(a.notBeforeMs)}
+	pr.in = core.Publish{NowMs: now, Confirm: a.confirm, Body: &pr.body, NotBeforeMs: int64(a.notBeforeMs)}
 	if a.ttl.Present {
-		in.HasTTL, in.TTLMs = true, int64(a.ttl.Value)
+		pr.in.HasTTL, pr.in.TTLMs = true, int64(a.ttl.Value)
 	}
-	var token uint64
+	// Only a confirmed publish carries a token: an unconfirmed one gets no
+	// answer from its partition even on error (PROTOCOL 5.3 step 8).
 	if a.confirm {
-		token = s.newToken()
-		s.pending[token] = pendingOp{kind: opPublish, gen: s.gen, requestID: requestID, queue: q}
+		pr.req.Token = s.newToken()
+		s.pending[pr.req.Token] = pendingOp{kind: opPublish, gen: s.gen, requestID: requestID, queue: q}
+		s.confirmQueued(pr.req.Token)
 	}
-	s.toPartition(q, queuedRequest{token: token, input: in, gen: s.gen, requestID: requestID, kind: opPublish})
+	pr.req.Input = &pr.in
+	s.toPartition(q, queuedRequest{token: pr.req.Token, input: &pr.in, req: &pr.req, gen: s.gen, requestID: requestID, kind: opPublish})
 }
 
+// publishRequest is a publish's envelope message, input and body, in one
+// allocation.
+type publishRequest struct {
+	req  Request
+	in   core.Publish
+	body core.Body
+}
+
+// handleSubscribe: the checks of PROTOCOL 5.6 a standalone broker makes
+// (no streams, no cohorts yet, one subscription per queue partition and
+// session), then Subscribe to the partition; SUBSCRIBE_OK waits for its
+// answer, and the subscription's deliveries wait for SUBSCRIBE_OK.
 func (s *Session) handleSubscribe(requestID uint64, m *wire.Subscribe) {
 	q, err := queueOf(m.Topic, m.Group, m.Partition)
 	if err != nil {
 		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: err.Error()})
 		return
 	}
-	if m.ConsumerGroup.Present {
-		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: msgCohorts})
-		return
-	}
+	// PROTOCOL 5.6's order: the duplicate check comes before the cohort
+	// checks. A pending subscribe counts: a second one would orphan it.
 	if _, dup := s.subs[q]; dup {
 		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeConflict, Message: "already subscribed"})
 		return
 	}
+	if m.ConsumerGroup.Present {
+		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: msgCohorts})
+		return
+	}
+	// Prefetch is kept as requested: the partition clamps it, the
+	// SUBSCRIBE_OK echoes it unclamped (PROTOCOL 5.7).
 	sub, refusal := s.newSub(q, m.Prefetch, m.AutoAck)
 	if sub == nil {
 		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeInternal, Message: refusal})
@@ -126,20 +164,28 @@ func (s *Session) handleSubscribe(requestID uint64, m *wire.Subscribe) {
 	s.subscribe(sub, token)
 }
 
-// newSub registers a subscription and mints its id, or says why not.
+// newSub registers a subscription and mints its id, or says why not. The
+// id is the session id above a per-session sequence: unique broker-wide
+// (and across restarts, since session ids never repeat) with no shared
+// counter between machines.
 func (s *Session) newSub(q core.QueueID, prefetch uint32, autoAck bool) (*sessionSub, string) {
+	if len(s.pending) >= pendingOpsMax {
+		return nil, msgTooManyPending
+	}
 	if len(s.subs) >= s.cfg.SubscriptionsPerSessionMax {
 		return nil, fmt.Sprintf("too many subscriptions on this session (limit %d)", s.cfg.SubscriptionsPerSessionMax)
 	}
 	if s.subSeq+1 >= 1<<subSeqBits {
 		return nil, "this session has used up its subscription ids: reconnect without resuming"
 	}
+	sessionAssert(s.subs[q] == nil, "two subscriptions on one queue partition")
 	s.subSeq++
 	id := uint64(s.init.ID)<<subSeqBits | s.subSeq
 	sessionAssert(id&(1<<subSeqBits-1) == s.subSeq, "subscription sequence overflowed into the session id")
 	sub := &sessionSub{id: id, key: q, group: groupOpt(q.Group), prefetch: prefetch, autoAck: autoAck}
 	s.subs[q] = sub
 	s.subsByID[id] = sub
+	sessionAssert(len(s.subs) == len(s.subsByID), "the subscription indexes disagree")
 	return sub, ""
 }
 
@@ -157,9 +203,14 @@ func (s *Session) handleAck(m *wire.Ack) {
 	if sub == nil {
 		return
 	}
+	// The partition ignores unknown, settled and foreign tags itself (and
+	// bounds the batch): the session only routes.
+	sessionAssert(s.subsByID[sub.id] == sub, "an ack routed to a dropped subscription")
 	s.toPartition(sub.key, queuedRequest{input: &core.Ack{SubID: sub.id, Tags: m.Tags}})
 }
 
+// handleNack: not_before without requeue is refused before the lookup,
+// with the NACK's request id (PROTOCOL 5.10); nothing is settled.
 func (s *Session) handleNack(requestID uint64, m *wire.Nack) {
 	if m.NotBeforeMs.Present && !m.Requeue {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: core.ErrNotBeforeWithoutRetry.Error()})
@@ -169,16 +220,22 @@ func (s *Session) handleNack(requestID uint64, m *wire.Nack) {
 	if sub == nil {
 		return
 	}
+	// A deadline past 2^62 ms is as good as never; clamp rather than wrap.
 	notBeforeMs := int64(min(m.NotBeforeMs.Value, textPayloadNumberMax))
 	s.toPartition(sub.key, queuedRequest{input: &core.Nack{SubID: sub.id, Tags: m.Tags, Requeue: m.Requeue, NotBeforeMs: notBeforeMs}})
 }
 
-// settleTarget finds the subscription an ACK or NACK names.
+// settleTarget finds the subscription an ACK or NACK names. Settles are
+// fire-and-forget: a bad name or an unknown subscription is ignored
+// (idempotent, PROTOCOL 5.9), never answered with an ERROR the client
+// does not wait for.
 func (s *Session) settleTarget(topic string, group wire.Optional[string], partition uint32) *sessionSub {
 	q, err := queueOf(topic, group, partition)
 	if err != nil {
 		return nil
 	}
+	// A subscription still waiting for its Open is routed too: the settle
+	// queues behind its Subscribe.
 	sub := s.subs[q]
 	if sub == nil || !sub.subscribeSent {
 		return nil
@@ -186,6 +243,8 @@ func (s *Session) settleTarget(topic string, group wire.Optional[string], partit
 	return sub
 }
 
+// handleDeclare: the checks of PROTOCOL 5.12 that need no catalogue, then
+// DeclareQueue to the Node, which answers once the declaration is durable.
 func (s *Session) handleDeclare(requestID uint64, d *wire.DeclareQueue) {
 	q, err := queueOf(d.Topic, d.Group, 0)
 	if err != nil {
@@ -213,12 +272,18 @@ func (s *Session) handleDeclare(requestID uint64, d *wire.DeclareQueue) {
 		v := int64(d.DefaultMessageTTLMs.Value)
 		msg.DefaultTTLMs = &v
 	}
+	// Absent or 0 means 1 (the count is raised to at least 1).
 	if d.PartitionCount.Present && d.PartitionCount.Value > 1 {
 		msg.PartitionCount = d.PartitionCount.Value
 	}
+	sessionAssert(msg.PartitionCount >= 1, "a declare of no partitions")
 	if msg.PartitionCount > s.cfg.PartitionsPerQueueMax {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid,
 			Message: fmt.Sprintf("partition_count %d exceeds the limit of %d", msg.PartitionCount, s.cfg.PartitionsPerQueueMax)})
+		return
+	}
+	if len(s.pending) >= pendingOpsMax {
+		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInternal, Message: msgTooManyPending})
 		return
 	}
 	msg.Token = s.newToken()
@@ -227,7 +292,8 @@ func (s *Session) handleDeclare(requestID uint64, d *wire.DeclareQueue) {
 }
 
 // dlqPolicyOf checks a declared dead-letter policy; refusal is the 400
-// message when it is invalid.
+// message when it is invalid. A queue dead-lettering into itself would
+// loop forever (every copy failing into a new copy), so it is refused.
 func dlqPolicyOf(q core.QueueID, p wire.DLQPolicy) (core.DLQPolicy, string) {
 	policy := core.DLQPolicy{Kind: core.DLQPolicyKind(p.Kind)}
 	if p.Kind != wire.DLQCustom {
@@ -244,6 +310,8 @@ func dlqPolicyOf(q core.QueueID, p wire.DLQPolicy) (core.DLQPolicy, string) {
 	return policy, ""
 }
 
+// onDeclared answers a DECLARE_QUEUE with the effective partition count
+// (an existing queue keeps its own).
 func (s *Session) onDeclared(m *Declared) {
 	op, ok := s.pending[m.Token]
 	if !ok {

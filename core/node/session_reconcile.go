@@ -17,19 +17,26 @@ import (
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
-// reconcileRun is one RECONCILE_CLIENT waiting for its restores.
+// reconcileRun is one RECONCILE_CLIENT waiting for its restores. Each
+// restore's entry is written when the restore is issued (as restored) and
+// rewritten if its partition refuses it, so the result's entries stay in
+// the order they were decided until the final sort.
 type reconcileRun struct {
 	gen       uint64
 	requestID uint64
 	entries   []wire.ReconcileEntry
 	restored  []*sessionSub
 	waiting   int
+	// building: the entries are still being decided; a restore refused on
+	// the spot (a bound) must not finish the run early.
+	building bool
 }
 
 // handleReconcile answers at once unless restores are on their way; it
 // reports whether the result went out.
 func (s *Session) handleReconcile(requestID uint64, rc *wire.ReconcileClient) bool {
-	run := &reconcileRun{gen: s.gen, requestID: requestID}
+	run := &reconcileRun{gen: s.gen, requestID: requestID, building: true}
+	// Server subscriptions the client does not list end server-side.
 	unlisted := make(map[subKey]*sessionSub, len(s.subs))
 	for k, v := range s.subs {
 		unlisted[k] = v
@@ -52,20 +59,28 @@ func (s *Session) handleReconcile(requestID uint64, rc *wire.ReconcileClient) bo
 		delete(unlisted, q)
 		s.reconcileOne(run, rc.Policy, q, cs, sub)
 	}
+	// Sorted: unsubscribes leave in a deterministic order.
 	for _, key := range sortedSubKeys(unlisted) {
 		sub := unlisted[key]
 		run.entries = append(run.entries, wire.ReconcileEntry{Server: wire.Some(sub.asReconcileSub()),
 			Action: wire.ReconcileCloseServerSide, Reason: "client_missing", Code: wire.ReasonClientMissing})
 		s.unsubscribe(sub)
 	}
+	run.building = false
 	if run.waiting > 0 {
+		if !s.gateOpen {
+			s.reconciling++
+		}
 		return false
 	}
 	s.finishReconcile(run)
 	return true
 }
 
-// reconcileOne decides one client entry; sub is the server's, or nil.
+// reconcileOne decides one client entry by the table of PROTOCOL 7.8;
+// sub is the server's subscription on the same key, or nil. consumer_group,
+// consumer_target and member_id are not compared (cohorts are not
+// supported yet).
 func (s *Session) reconcileOne(run *reconcileRun, policy wire.ReconcilePolicy, q core.QueueID, cs wire.ReconcileSub, sub *sessionSub) {
 	switch {
 	case sub != nil && sub.autoAck == cs.AutoAck && sub.prefetch == cs.Prefetch:
@@ -76,10 +91,14 @@ func (s *Session) reconcileOne(run *reconcileRun, policy wire.ReconcilePolicy, q
 		run.entries = append(run.entries, wire.ReconcileEntry{Client: wire.Some(cs), Server: wire.Some(sub.asReconcileSub()),
 			Action: wire.ReconcileKeep, Reason: reason, Code: code})
 	case sub != nil:
+		// The settings differ: the client closes its side, and the server's
+		// is ended too, so the client's supervised resubscribe is not a 409.
 		run.entries = append(run.entries, wire.ReconcileEntry{Client: wire.Some(cs), Server: wire.Some(sub.asReconcileSub()),
 			Action: wire.ReconcileCloseClientSide, Reason: "server_mismatch", Code: wire.ReasonServerMismatch})
 		s.unsubscribe(sub)
 	case policy == wire.ReconcileRestore:
+		// Subscribe anew with the client's settings; the entry waits for the
+		// partition's answer.
 		restored, _ := s.newSub(q, cs.Prefetch, cs.AutoAck)
 		if restored == nil {
 			run.entries = append(run.entries, closeClient(cs, wire.ReasonServerRestoreFailed, "server_restore_failed"))
@@ -102,7 +121,8 @@ func (s *Session) reconcileOne(run *reconcileRun, policy wire.ReconcilePolicy, q
 }
 
 // restoreDone records a restore's outcome and finishes the run after the
-// last one.
+// last one. A restore that failed leaves no subscription behind (failOp
+// dropped it), so the client closes its side with the typed reason.
 func (s *Session) restoreDone(op pendingOp, ok bool) {
 	run := op.recon
 	sessionAssert(run != nil && run.waiting > 0, "a restore outcome for no waiting reconcile")
@@ -112,15 +132,21 @@ func (s *Session) restoreDone(op pendingOp, ok bool) {
 		*e = closeClient(e.Client.Value, wire.ReasonServerRestoreFailed, "server_restore_failed")
 	}
 	run.waiting--
-	if run.waiting == 0 {
+	if run.waiting == 0 && !run.building {
 		s.finishReconcile(run)
 	}
 }
 
 // finishReconcile sends the result, then lets restored subscriptions'
-// deliveries flow and opens the gate.
+// deliveries flow and opens the gate. The result goes to the attachment
+// that asked; if it is gone the client reconciles again on its next one,
+// and the restored subscriptions it does not know end then.
 func (s *Session) finishReconcile(run *reconcileRun) {
 	sessionAssert(run.waiting == 0, "a reconcile finished with restores pending")
+	sessionAssert(!run.building, "a reconcile finished while its entries were decided")
+	sessionAssert(len(run.restored) <= len(run.entries), "more restores than reconcile entries")
+	// Stable: entries that compare equal (a repeat of one key) keep the
+	// order the client listed them in.
 	slices.SortStableFunc(run.entries, compareReconcileEntries)
 	s.replyOn(run.gen, wire.OpReconcileResult, run.requestID, &wire.ReconcileResult{Entries: run.entries})
 	for _, sub := range run.restored {
@@ -129,7 +155,8 @@ func (s *Session) finishReconcile(run *reconcileRun) {
 		}
 	}
 	s.skeletonChanged()
-	if run.gen == s.gen && s.conn != 0 {
+	if run.gen == s.gen && s.conn != 0 && s.reconciling > 0 {
+		s.reconciling--
 		s.openGate()
 	}
 }
@@ -141,10 +168,12 @@ func (s *Session) unsubscribe(sub *sessionSub) {
 	s.toPartition(sub.key, queuedRequest{input: &core.Unsubscribe{SubID: sub.id}})
 }
 
+// closeClient is a close_client_side entry with only the client view.
 func closeClient(cs wire.ReconcileSub, code wire.ReasonCode, reason string) wire.ReconcileEntry {
 	return wire.ReconcileEntry{Client: wire.Some(cs), Action: wire.ReconcileCloseClientSide, Reason: reason, Code: code}
 }
 
+// asReconcileSub is the server view of a subscription.
 func (sub *sessionSub) asReconcileSub() wire.ReconcileSub {
 	return wire.ReconcileSub{SubID: sub.id, Topic: sub.key.Topic, Partition: sub.key.Partition, Group: sub.group,
 		AutoAck: sub.autoAck, Prefetch: sub.prefetch}

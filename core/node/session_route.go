@@ -21,11 +21,14 @@ import (
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
+// Limits and guide messages of the partition path.
 const (
 	// openWaitingMax bounds requests queued behind one partition's Open.
-	openWaitingMax   = 4096
-	msgPartitionGone = "broker-side failure (retry later): the queue partition is not loaded any more"
-	msgOpenBacklog   = "broker-side failure (retry later): too many requests wait for this queue partition to load"
+	openWaitingMax      = 4096
+	msgPartitionGone    = "broker-side failure (retry later): the queue partition is not loaded any more"
+	msgOpenBacklog      = "broker-side failure (retry later): too many requests wait for this queue partition to load"
+	msgSubscriptionGone = "broker-side failure (retry later): the subscription ended before it started"
+	msgTooManyOpens     = "broker-side backpressure (retry later): this session uses too many queue partitions at once"
 )
 
 // opKind says what a token answers. Append-only.
@@ -39,7 +42,9 @@ const (
 	opDeclare   opKind = 4
 )
 
-// pendingOp is a request waiting for its answer.
+// pendingOp is a request waiting for its answer, keyed by its token in
+// Session.pending. gen ties the answer to the attachment that asked: a
+// reply is sent only if that attachment is still the current one.
 type pendingOp struct {
 	kind      opKind
 	gen       uint64 // the attachment that asked
@@ -48,14 +53,19 @@ type pendingOp struct {
 	subID     uint64
 	recon     *reconcileRun // opRestore
 	entry     int           // opRestore: the entry it completes
+	confirm   confirmResult // opPublish: its answer, waiting for its turn
 }
 
-// sessionSub is one queue subscription of the session.
+// sessionSub is one queue subscription of the session. It lives in the
+// session, not in the connection, so a resumed client keeps it and its
+// delivery tags stay valid (PROTOCOL 7.7). held keeps deliveries that
+// cannot go out yet: while dormant, behind the gate, before SUBSCRIBE_OK
+// (or RECONCILE_RESULT) announced the subscription.
 type sessionSub struct {
 	id            uint64
-	key           core.QueueID
-	group         wire.Optional[string]
-	prefetch      uint32 // as requested (echoed unclamped)
+	key           core.QueueID          // normalised (topic, group, partition)
+	group         wire.Optional[string] // key.Group as frames carry it
+	prefetch      uint32                // as requested (echoed unclamped)
 	autoAck       bool
 	subscribeSent bool // the Subscribe left (or is queued behind the Open)
 	active        bool // the partition accepted it
@@ -64,34 +74,71 @@ type sessionSub struct {
 	held          []core.Delivery
 }
 
-// partitionOpen is the session's Open of one queue partition.
+// partitionOpen is the session's Open of one queue partition: the Node
+// creates the queue if it was never declared (SPEC 1) and loads the
+// partition; until it answers, requests wait here in arrival order.
 type partitionOpen struct {
-	token      uint64
+	token      uint64 // the Open's, to tell its answer from a stale one
 	opened     bool
-	partitions uint32
-	waiting    []queuedRequest
+	partitions uint32          // the queue's count, from the Node
+	waiting    []queuedRequest // in arrival order; nil once opened
 }
 
 // queuedRequest is a partition input on its way; gen and requestID answer
-// an unconfirmed publish whose partition cannot be opened.
+// an unconfirmed publish whose partition cannot be opened (it has no token,
+// yet PROTOCOL 5.3 step 8 reports a failure to reach the queue at all).
 type queuedRequest struct {
 	token     uint64
 	input     core.Input
+	req       *Request // prebuilt (publishes), else made when sent
 	kind      opKind
 	gen       uint64
 	requestID uint64
 }
 
-// toPartition sends a request, opening the partition first if needed.
+// forgetIdleOpens forgets opened partitions that no subscription uses, so
+// that a session publishing to ever new queues stays bounded. Only at the
+// bound, so its sort stays off the common path.
+func (s *Session) forgetIdleOpens() {
+	for _, q := range sortedOpenKeys(s.opens) {
+		if o := s.opens[q]; o.opened && s.subs[q] == nil {
+			delete(s.opens, q)
+		}
+	}
+}
+
+// request is the envelope message of r.
+func (r *queuedRequest) request() *Request {
+	if r.req != nil {
+		sessionAssert(r.req.Token == r.token && r.req.Input == r.input, "a prebuilt request differs from its queue entry")
+		return r.req
+	}
+	return &Request{Token: r.token, Input: r.input}
+}
+
+// toPartition sends a request, opening the partition first if needed:
+// once per (queue, partition) per session, and again after a failed or
+// bounced one. The backlog behind a pending Open is bounded; past it the
+// request is refused as retryable rather than queued without limit.
 func (s *Session) toPartition(q core.QueueID, r queuedRequest) {
+	sessionAssert(!s.ended, "an ended session sends only Unsubscribe, directly")
+	sessionAssert(core.ValidateName(q.Topic) == nil, "an invalid name reached the partition path")
 	o := s.opens[q]
 	if o == nil {
+		if len(s.opens) >= opensMax {
+			s.forgetIdleOpens()
+		}
+		if len(s.opens) >= opensMax {
+			// Every remembered partition is in use or still opening.
+			s.failRequest(r, wire.CodeInternal, msgTooManyOpens)
+			return
+		}
 		o = &partitionOpen{token: s.newToken()}
 		s.opens[q] = o
 		s.out(NodeAddr(), &Open{Token: o.token, Topic: q.Topic, Group: q.Group, Partition: q.Partition})
 	}
 	if o.opened {
-		s.out(PartitionAddr(q), &Request{Token: r.token, Input: r.input})
+		s.out(PartitionAddr(q), r.request())
 		return
 	}
 	if len(o.waiting) >= openWaitingMax {
@@ -101,6 +148,8 @@ func (s *Session) toPartition(q core.QueueID, r queuedRequest) {
 	o.waiting = append(o.waiting, r)
 }
 
+// onOpened releases the requests that waited for the Open, in order, or
+// fails them all with the Node's error.
 func (s *Session) onOpened(now int64, m *Opened) {
 	o := s.opens[m.Queue]
 	if o == nil || o.token != m.Token || o.opened {
@@ -109,7 +158,8 @@ func (s *Session) onOpened(now int64, m *Opened) {
 	waiting := o.waiting
 	o.waiting = nil
 	if m.Err != nil {
-		// Forget the open: the next use tries again.
+		// Forget the open: the next use tries again (a partition out of
+		// range stays out of range; a load failure may clear).
 		delete(s.opens, m.Queue)
 		for _, r := range waiting {
 			s.failRequest(r, wire.ErrorCode(m.Err.Code()), m.Err.Error())
@@ -117,14 +167,24 @@ func (s *Session) onOpened(now int64, m *Opened) {
 		return
 	}
 	sessionAssert(m.Queue.Partition < m.Partitions, "opened a partition out of its queue's range")
+	sessionAssert(len(waiting) <= openWaitingMax, "the backlog behind an Open outgrew its bound")
 	o.opened, o.partitions = true, m.Partitions
 	for _, r := range waiting {
-		s.out(PartitionAddr(m.Queue), &Request{Token: r.token, Input: r.input})
+		s.out(PartitionAddr(m.Queue), r.request())
 	}
 }
 
 // failRequest answers a request that never reached its partition.
 func (s *Session) failRequest(r queuedRequest, code wire.ErrorCode, msg string) {
+	if r.token != 0 && r.kind == opPublish {
+		// Up-front: it skips the confirm order (PROTOCOL 7.2).
+		if _, ok := s.pending[r.token]; ok {
+			delete(s.pending, r.token)
+			s.replyError(r.gen, wire.OpError, r.requestID, code, msg)
+			s.releaseConfirms()
+		}
+		return
+	}
 	if r.token != 0 {
 		s.failOp(r.token, code, msg)
 		return
@@ -136,16 +196,19 @@ func (s *Session) failRequest(r queuedRequest, code wire.ErrorCode, msg string) 
 	}
 }
 
-// failOp answers a pending token with an error.
+// failOp answers a pending token with an error, on the frame its request
+// expects (SUBSCRIBE_ERR for a subscribe that decoded, ERROR otherwise,
+// PROTOCOL 6.1); a restore's failure becomes its reconcile entry.
 func (s *Session) failOp(token uint64, code wire.ErrorCode, msg string) {
 	op, ok := s.pending[token]
-	if !ok {
+	if !ok || op.confirm.done {
 		return
 	}
 	delete(s.pending, token)
 	switch op.kind {
 	case opPublish:
-		s.replyError(op.gen, wire.OpError, op.requestID, code, msg)
+		// The durable append failed: a confirm failure, in its turn.
+		s.confirmDone(token, op, confirmResult{done: true, failed: true, errCode: code, errMsg: msg})
 	case opSubscribe:
 		if sub := s.subsByID[op.subID]; sub != nil {
 			s.dropSub(sub)
@@ -161,23 +224,26 @@ func (s *Session) failOp(token uint64, code wire.ErrorCode, msg string) {
 	}
 }
 
+// onResponse routes a partition's answer by token. A token the session no
+// longer waits for (answered by a bounce already) is ignored: each token is
+// answered at most once.
 func (s *Session) onResponse(now int64, m *Response) {
 	op, ok := s.pending[m.Token]
-	if !ok {
-		return
+	if !ok || op.confirm.done {
+		return // answered already (a bounce, or this very answer twice)
 	}
 	if m.Reply.Kind == core.ReplyError {
 		sessionAssert(m.Reply.Err != nil, "an error reply without an error")
 		s.failOp(m.Token, wire.ErrorCode(m.Reply.Err.Code()), m.Reply.Err.Error())
 		return
 	}
-	delete(s.pending, m.Token)
 	switch op.kind {
 	case opPublish:
 		sessionAssert(m.Reply.Kind == core.ReplyPublished, "a publish answered with another reply")
-		s.replyOn(op.gen, wire.OpPublishOk, op.requestID, &wire.PublishOk{Offset: m.Reply.Offset})
+		s.confirmDone(m.Token, op, confirmResult{done: true, offset: m.Reply.Offset})
 	case opSubscribe, opRestore:
 		sessionAssert(m.Reply.Kind == core.ReplySubscribed, "a subscribe answered with another reply")
+		delete(s.pending, m.Token)
 		s.onSubscribed(op)
 	default:
 		panic("node: a response for a token of another kind")
@@ -189,13 +255,17 @@ func (s *Session) onSubscribed(op pendingOp) {
 	sub := s.subsByID[op.subID]
 	if sub == nil {
 		// It ended (reconcile closed it, or the partition went away) while
-		// the subscribe was on its way: hand it back, never keep a ghost.
+		// the subscribe was on its way: hand it back, never keep a ghost,
+		// and tell a waiting client it did not start (retryable).
 		s.out(PartitionAddr(op.queue), &Request{Input: &core.Unsubscribe{SubID: op.subID}})
 		if op.kind == opRestore {
 			s.restoreDone(op, false)
+			return
 		}
+		s.replyError(op.gen, wire.OpSubscribeErr, op.requestID, wire.CodeInternal, msgSubscriptionGone)
 		return
 	}
+	// Active: the partition knows it, so the end must unsubscribe it.
 	sub.active = true
 	if op.kind == opRestore {
 		s.restoreDone(op, true)
@@ -210,12 +280,16 @@ func (s *Session) onSubscribed(op pendingOp) {
 // announce lets a subscription's deliveries flow (its SUBSCRIBE_OK or
 // RECONCILE_RESULT went out first, PROTOCOL 5.6).
 func (s *Session) announce(sub *sessionSub) {
+	sessionAssert(sub.active, "a subscription announced before its partition accepted it")
 	sub.announced = true
 	if s.conn != 0 && s.gateOpen && len(sub.held) > 0 {
 		s.flushSub(sub)
 	}
 }
 
+// onDeliveries encodes deliveries straight into DELIVER frames when they
+// may go out, and holds them otherwise. A batch for a subscription the
+// session does not have is handed back at once.
 func (s *Session) onDeliveries(m *Deliveries) {
 	sub := s.subsByID[m.SubID]
 	if sub == nil || sub.key != m.Queue {
@@ -226,6 +300,7 @@ func (s *Session) onDeliveries(m *Deliveries) {
 		d := &m.Items[i]
 		sessionAssert(d.SubID == m.SubID, "a delivery batch mixes subscriptions")
 		sessionAssert(!d.Body.IsStored() || len(d.Body.Payload) == int(d.Body.Ref.LengthBytes), "a stored body reached the session unread")
+		// Held ones go first: order within a subscription is kept.
 		if s.conn != 0 && s.gateOpen && sub.announced && len(sub.held) == 0 {
 			s.encodeDeliver(sub, d)
 		} else {
@@ -239,6 +314,8 @@ func (s *Session) onDeliveries(m *Deliveries) {
 
 // hold keeps a delivery until it can be sent.
 func (s *Session) hold(sub *sessionSub, d core.Delivery) {
+	sessionAssert(s.subsByID[sub.id] == sub, "holding for a subscription the session dropped")
+	sessionAssert(d.SubID == sub.id, "holding a delivery of another subscription")
 	if !sub.autoAck && len(sub.held) >= int(max(sub.prefetch, 1)) {
 		// The partition never leases more than prefetch to one
 		// subscription, so the oldest held one has expired there (a
@@ -247,6 +324,8 @@ func (s *Session) hold(sub *sessionSub, d core.Delivery) {
 		sub.held[0] = core.Delivery{}
 		sub.held = sub.held[1:]
 	}
+	// An auto-ack delivery is already settled: dropping it would lose the
+	// message, so auto-ack subscriptions hold every one, bounded in bytes.
 	sub.held = append(sub.held, d)
 	s.heldBytes += len(d.Body.Payload)
 	if s.heldBytes > s.cfg.OutboxBytesMax {
@@ -255,7 +334,8 @@ func (s *Session) hold(sub *sessionSub, d core.Delivery) {
 	}
 }
 
-// flushHeld sends every announced subscription's held deliveries.
+// flushHeld sends every announced subscription's held deliveries, in key
+// order (determinism: never Go's map order).
 func (s *Session) flushHeld() {
 	if s.heldBytes == 0 && !s.anyHeld() {
 		return
@@ -272,6 +352,8 @@ func (s *Session) flushHeld() {
 	}
 }
 
+// anyHeld says whether some subscription holds deliveries (empty payloads
+// count for no bytes).
 func (s *Session) anyHeld() bool {
 	for _, sub := range s.subs {
 		if len(sub.held) > 0 {
@@ -281,23 +363,33 @@ func (s *Session) anyHeld() bool {
 	return false
 }
 
-// flushSub sends one subscription's held deliveries, in order.
+// flushSub sends one subscription's held deliveries, in order. Each is
+// taken off the list before it is encoded: encoding can cut the connection
+// (outbox bound) and even end the session, which drops what is still held.
 func (s *Session) flushSub(sub *sessionSub) {
-	sent := 0
-	for sent < len(sub.held) && s.conn != 0 && s.gateOpen && s.subsByID[sub.id] == sub {
-		d := &sub.held[sent]
+	for len(sub.held) > 0 && s.conn != 0 && s.gateOpen {
+		d := sub.held[0]
+		sub.held[0] = core.Delivery{}
+		sub.held = sub.held[1:]
 		s.heldBytes -= len(d.Body.Payload)
-		s.encodeDeliver(sub, d)
-		*d = core.Delivery{}
-		sent++
+		s.encodeDeliver(sub, &d)
+		if s.subsByID[sub.id] != sub {
+			return
+		}
 	}
-	if s.subsByID[sub.id] == sub {
-		sub.held = append(sub.held[:0], sub.held[sent:]...)
+	if len(sub.held) == 0 {
+		sub.held = nil // give the drained backing array back
 	}
 }
 
-// encodeDeliver writes one DELIVER (the hot path: no allocation).
+// encodeDeliver writes one DELIVER (the hot path: no allocation). The
+// message and its header list are session-owned scratch, and the retry
+// count uses strconv's small-number strings; fibril.retries appears only
+// when the count is above 0 (PROTOCOL 5.8). Request ids come from the
+// connection's server counter.
 func (s *Session) encodeDeliver(sub *sessionSub, d *core.Delivery) {
+	sessionAssert(s.gateOpen && sub.announced, "a DELIVER before the gate opened or before SUBSCRIBE_OK")
+	sessionAssert(!s.dormant, "a DELIVER from a dormant session")
 	body := d.Body
 	m := &s.deliverM
 	*m = wire.Deliver{SubID: sub.id, Topic: sub.key.Topic, Group: sub.group, Partition: sub.key.Partition,
@@ -315,12 +407,16 @@ func (s *Session) encodeDeliver(sub *sessionSub, d *core.Delivery) {
 		m.Headers, s.headers = hs, hs
 	}
 	s.emit(s.conn, wire.OpDeliver, s.nextServerReqID(), m)
-	// Keep no reference to the payload past the step.
+	// Keep no reference to the payload past the step: the body belongs to
+	// the envelope, and a stored one's bytes to the driver.
 	m.Payload, m.Headers = nil, nil
 	clear(s.headers)
 }
 
+// onSubscriptionEnded: the partition ended a subscription on its side.
 func (s *Session) onSubscriptionEnded(m *SubscriptionEnded) {
+	// The Host knows the subscription, so the session still does unless it
+	// dropped it itself (its Unsubscribe crossed this message).
 	sub := s.subsByID[m.SubID]
 	if sub == nil || sub.key != m.Queue {
 		return
@@ -331,6 +427,7 @@ func (s *Session) onSubscriptionEnded(m *SubscriptionEnded) {
 // closeSub ends a subscription broker-side and tells the client (PROTOCOL
 // 7.9: only while the transport is up).
 func (s *Session) closeSub(sub *sessionSub, code wire.ReasonCode, msg string) {
+	sessionAssert(!s.ended, "an ended session has no subscriptions to close")
 	s.dropSub(sub)
 	if s.conn != 0 && sub.announced {
 		s.push(wire.OpSubscriptionClosed, s.nextServerReqID(), &wire.SubscriptionClosed{SubID: sub.id, Code: code, Message: msg})
@@ -345,11 +442,13 @@ func (s *Session) onBounced(now int64, env Envelope) {
 		return
 	}
 	req, ok := env.Msg.(*Request)
-	sessionAssert(ok && env.To.Kind == AddrPartition, "only a partition request can bounce")
+	sessionAssert(ok, "only a partition request can bounce")
+	sessionAssert(env.To.Kind == AddrPartition, "the Node never bounces a session's envelope")
 	q := env.To.Queue
 	if o := s.opens[q]; o != nil && o.opened {
 		delete(s.opens, q) // the next use opens it again
 	}
+	// 500 is retryable (PROTOCOL 6.2): the client's retry opens anew.
 	if req.Token != 0 {
 		s.failOp(req.Token, wire.CodeInternal, msgPartitionGone)
 	}
@@ -358,7 +457,9 @@ func (s *Session) onBounced(now int64, env Envelope) {
 	}
 }
 
-// dropSub forgets a subscription and what it held.
+// dropSub forgets a subscription and what it held (the partition requeues
+// held manual-ack deliveries when it unsubscribes, or when their leases
+// expire).
 func (s *Session) dropSub(sub *sessionSub) {
 	sessionAssert(s.subsByID[sub.id] == sub, "dropping a subscription twice")
 	for i := range sub.held {
@@ -378,14 +479,19 @@ func (s *Session) pauseSubscriptions(paused bool) {
 		if sub.paused == paused || !sub.subscribeSent {
 			continue
 		}
+		// Queued behind the Subscribe (FIFO per pair), so a pending
+		// subscribe is paused as soon as the partition knows it.
 		sub.paused = paused
 		s.toPartition(key, queuedRequest{input: &core.PauseSubscription{SubID: sub.id, Paused: paused}})
 	}
 }
 
+// resumeSubscriptions restarts deliveries to a resumed session; those
+// already held go out once the gate opens.
 func (s *Session) resumeSubscriptions() { s.pauseSubscriptions(false) }
 
-// skeletonChanged tells the Node the session's announced subscriptions.
+// skeletonChanged tells the Node the session's accepted subscriptions, so
+// that a restarted broker can answer resumed_after_restart (PROTOCOL 7.7).
 func (s *Session) skeletonChanged() {
 	msg := &SkeletonChanged{Subs: make([]SkeletonSub, 0, len(s.subs))}
 	for _, key := range sortedSubKeys(s.subs) {
@@ -397,7 +503,8 @@ func (s *Session) skeletonChanged() {
 }
 
 // sortedSubKeys orders subscriptions so that effects never follow Go's map
-// order (determinism).
+// order (determinism: the simulator replays a seed byte for byte). It
+// allocates, so it is kept off the per-frame paths.
 func sortedSubKeys(subs map[subKey]*sessionSub) []subKey {
 	keys := make([]subKey, 0, len(subs))
 	for k := range subs {
@@ -407,6 +514,7 @@ func sortedSubKeys(subs map[subKey]*sessionSub) []subKey {
 	return keys
 }
 
+// sortedOpenKeys orders the opens (determinism, as sortedSubKeys).
 func sortedOpenKeys(opens map[core.QueueID]*partitionOpen) []core.QueueID {
 	keys := make([]core.QueueID, 0, len(opens))
 	for k := range opens {
@@ -416,6 +524,7 @@ func sortedOpenKeys(opens map[core.QueueID]*partitionOpen) []core.QueueID {
 	return keys
 }
 
+// compareQueueIDs orders by topic, group, partition.
 func compareQueueIDs(a, b core.QueueID) int {
 	switch {
 	case a.Topic != b.Topic:
@@ -430,6 +539,8 @@ func compareQueueIDs(a, b core.QueueID) int {
 	return 0
 }
 
+// stringsCompare is strings.Compare, kept here so the comparisons read as
+// one family.
 func stringsCompare(a, b string) int {
 	if a < b {
 		return -1

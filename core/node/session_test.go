@@ -8,7 +8,7 @@ import (
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
-var qOrders = core.QueueID{Topic: "orders"}
+var sessQOrders = core.QueueID{Topic: "orders"}
 
 // ---- attach
 
@@ -28,20 +28,20 @@ func TestSessionAttachReplacesPreviousConnAndDropsItsReplies(t *testing.T) {
 	h := newSessHarness(t, nil)
 	h.ready(1)
 	h.frame(1, wire.OpPublish, wire.Publish{Topic: "orders", RequireConfirm: true, Payload: []byte("x")})
-	h.takeOpen(qOrders, 1, nil)
-	req := h.takeRequest(qOrders)
+	h.takeOpen(sessQOrders, 1, nil)
+	req := h.takeRequest(sessQOrders)
 	ok := h.attach(2, wire.ResumeResumed)
 	if ok.ResumeOutcome != wire.ResumeResumed || !h.closed[1] {
 		t.Fatalf("the resume did not close the old connection (outcome %d)", ok.ResumeOutcome)
 	}
 	// The confirm answers a request the new connection never made.
-	h.fromPartition(qOrders, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplyPublished, Offset: 9}})
+	h.fromPartition(sessQOrders, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplyPublished, Offset: 9}})
 	h.expectNothing(1)
 	h.expectNothing(2)
 	// The resumed session stays authenticated on the new connection.
 	id := h.frame(2, wire.OpPublish, wire.Publish{Topic: "orders", RequireConfirm: true, Payload: []byte("y")})
-	req = h.takeRequest(qOrders)
-	h.fromPartition(qOrders, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplyPublished, Offset: 10}})
+	req = h.takeRequest(sessQOrders)
+	h.fromPartition(sessQOrders, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplyPublished, Offset: 10}})
 	if f := h.expect(2, wire.OpPublishOk); f.hdr.RequestID != id || f.body.(wire.PublishOk).Offset != 10 {
 		t.Fatalf("PUBLISH_OK %+v", f)
 	}
@@ -58,7 +58,7 @@ func TestSessionEndedRefusesAttach(t *testing.T) {
 	h.deliver(&Attach{Conn: 2, Loopback: true, HelloRequestID: 4})
 	out := h.takeOut()
 	if len(out) != 1 || out[0].To != NodeAddr() {
-		t.Fatalf("out: %v", describeOut(out))
+		t.Fatalf("out: %v", sessDescribeOut(out))
 	}
 	if r := out[0].Msg.(*AttachRefused); r.Conn != 2 || r.HelloRequestID != 4 || !r.Loopback {
 		t.Fatalf("AttachRefused %+v", r)
@@ -248,7 +248,7 @@ func TestSessionBeforeAuthOnlyAuthPingPong(t *testing.T) {
 	if !h.closed[1] || !h.ended {
 		t.Fatal("a request before auth did not close the connection")
 	}
-	if reqs := h.takeRequests(qOrders); len(reqs) != 0 {
+	if reqs := h.takeRequests(sessQOrders); len(reqs) != 0 {
 		t.Fatal("an unauthenticated publish reached a partition")
 	}
 }
@@ -312,20 +312,20 @@ func TestSessionSilentConnectionIsCut(t *testing.T) {
 func TestSessionOutboxBoundCutsSlowConsumer(t *testing.T) {
 	h := newSessHarness(t, func(c *Config) { c.OutboxBytesMax = 2 << 20; c.FramePayloadBytesMax = 1 << 20 })
 	h.ready(1)
-	sub := h.subscribe(1, qOrders, 100, true)
+	sub := h.subscribe(1, sessQOrders, 100, true)
 	big := string(make([]byte, 650<<10))
 	for tag := uint64(1); tag <= 3; tag++ {
-		h.fromPartition(qOrders, &Deliveries{Queue: qOrders, SubID: sub, Items: []core.Delivery{{SubID: sub, Tag: tag, Body: testBody(big)}}})
+		h.fromPartition(sessQOrders, &Deliveries{Queue: sessQOrders, SubID: sub, Items: []core.Delivery{{SubID: sub, Tag: tag, Body: sessBody(big)}}})
 	}
 	if h.closed[1] {
 		t.Fatal("closed below the bound")
 	}
 	h.step(&Written{NowMs: h.now, Conn: 1, Bytes: 1 << 20})
-	h.fromPartition(qOrders, &Deliveries{Queue: qOrders, SubID: sub, Items: []core.Delivery{{SubID: sub, Tag: 4, Body: testBody(big)}}})
+	h.fromPartition(sessQOrders, &Deliveries{Queue: sessQOrders, SubID: sub, Items: []core.Delivery{{SubID: sub, Tag: 4, Body: sessBody(big)}}})
 	if h.closed[1] {
 		t.Fatal("Written did not give back outbox room")
 	}
-	h.fromPartition(qOrders, &Deliveries{Queue: qOrders, SubID: sub, Items: []core.Delivery{{SubID: sub, Tag: 5, Body: testBody(big)}}})
+	h.fromPartition(sessQOrders, &Deliveries{Queue: sessQOrders, SubID: sub, Items: []core.Delivery{{SubID: sub, Tag: 5, Body: sessBody(big)}}})
 	if !h.closed[1] {
 		t.Fatal("a consumer that does not read was not cut")
 	}
@@ -364,8 +364,8 @@ func TestSessionPublishNormalisesAndCopies(t *testing.T) {
 	for i := range payload {
 		payload[i] = 0 // the frame buffer is reused by the driver after the step
 	}
-	h.takeOpen(qOrders, 1, nil) // group "default" is the default namespace
-	in := h.takeRequest(qOrders).Input.(*core.Publish)
+	h.takeOpen(sessQOrders, 1, nil) // group "default" is the default namespace
+	in := h.takeRequest(sessQOrders).Input.(*core.Publish)
 	if string(in.Body.Payload) != "body" || in.Body.PublishedMs != 77 || !in.HasTTL || in.TTLMs != 900 || !in.Confirm || in.System {
 		t.Fatalf("publish %+v body %+v", in, in.Body)
 	}
@@ -379,11 +379,11 @@ func TestSessionPublishOpensPartitionOnceAndQueuesBehindIt(t *testing.T) {
 	h.ready(1)
 	a := h.frame(1, wire.OpPublish, wire.Publish{Topic: "orders", RequireConfirm: true, Payload: []byte("a")})
 	b := h.frame(1, wire.OpPublish, wire.Publish{Topic: "orders", Payload: []byte("b")})
-	if reqs := h.takeRequests(qOrders); len(reqs) != 0 {
+	if reqs := h.takeRequests(sessQOrders); len(reqs) != 0 {
 		t.Fatal("a request overtook the partition's Open")
 	}
-	h.takeOpen(qOrders, 1, nil)
-	reqs := h.takeRequests(qOrders)
+	h.takeOpen(sessQOrders, 1, nil)
+	reqs := h.takeRequests(sessQOrders)
 	if len(reqs) != 2 || string(reqs[0].Input.(*core.Publish).Body.Payload) != "a" || string(reqs[1].Input.(*core.Publish).Body.Payload) != "b" {
 		t.Fatalf("queued requests %v", reqs)
 	}
@@ -391,7 +391,7 @@ func TestSessionPublishOpensPartitionOnceAndQueuesBehindIt(t *testing.T) {
 		t.Fatal("only a confirmed publish carries a token")
 	}
 	h.frame(1, wire.OpPublish, wire.Publish{Topic: "orders", Payload: []byte("c")})
-	if len(h.takeRequests(qOrders)) != 1 {
+	if len(h.takeRequests(sessQOrders)) != 1 {
 		t.Fatal("an opened partition was not used at once")
 	}
 	for _, env := range h.takeOut() {
@@ -399,7 +399,7 @@ func TestSessionPublishOpensPartitionOnceAndQueuesBehindIt(t *testing.T) {
 			t.Fatal("the partition was opened twice")
 		}
 	}
-	h.fromPartition(qOrders, &Response{Token: reqs[0].Token, Reply: core.Reply{Kind: core.ReplyPublished, Offset: 4}})
+	h.fromPartition(sessQOrders, &Response{Token: reqs[0].Token, Reply: core.Reply{Kind: core.ReplyPublished, Offset: 4}})
 	if f := h.expect(1, wire.OpPublishOk); f.hdr.RequestID != a || f.body.(wire.PublishOk).Offset != 4 {
 		t.Fatalf("PUBLISH_OK %+v", f)
 	}
@@ -432,12 +432,12 @@ func TestSessionPublishErrorsConfirmedOnly(t *testing.T) {
 	h := newSessHarness(t, nil)
 	h.ready(1)
 	id := h.frame(1, wire.OpPublish, wire.Publish{Topic: "orders", RequireConfirm: true})
-	h.takeOpen(qOrders, 1, nil)
-	req := h.takeRequest(qOrders)
-	h.fromPartition(qOrders, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplyError, Err: core.ErrQueueFull}})
+	h.takeOpen(sessQOrders, 1, nil)
+	req := h.takeRequest(sessQOrders)
+	h.fromPartition(sessQOrders, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplyError, Err: core.ErrQueueFull}})
 	h.expectError(1, wire.OpError, id, wire.CodeInternal)
 	// A second answer for the same token is ignored (answered once).
-	h.fromPartition(qOrders, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplyPublished}})
+	h.fromPartition(sessQOrders, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplyPublished}})
 	h.expectNothing(1)
 }
 
@@ -462,7 +462,7 @@ func TestSessionSubscribeAnswersAndRecordsSkeleton(t *testing.T) {
 	}
 	out := h.takeOut()
 	if len(out) != 1 {
-		t.Fatalf("out %v", describeOut(out))
+		t.Fatalf("out %v", sessDescribeOut(out))
 	}
 	sk := out[0].Msg.(*SkeletonChanged)
 	if len(sk.Subs) != 1 || sk.Subs[0].Queue != q || !sk.Subs[0].AutoAck {
@@ -479,10 +479,12 @@ func TestSessionSubscribeRefusals(t *testing.T) {
 	}
 	id = h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "BAD"})
 	h.expectError(1, wire.OpSubscribeErr, id, wire.CodeInvalid)
-	h.subscribe(1, qOrders, 1, false)
+	h.subscribe(1, sessQOrders, 1, false)
 	h.takeOut()
 	id = h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "orders", Group: wire.Some("default")})
 	h.expectError(1, wire.OpSubscribeErr, id, wire.CodeConflict)
+	id = h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "orders", ConsumerGroup: wire.Some("c")})
+	h.expectError(1, wire.OpSubscribeErr, id, wire.CodeConflict) // the duplicate check comes first
 	h.subscribe(1, core.QueueID{Topic: "b"}, 1, false)
 	id = h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "c"})
 	h.expectError(1, wire.OpSubscribeErr, id, wire.CodeInternal)
@@ -501,7 +503,7 @@ func TestSessionDeliverFrames(t *testing.T) {
 		Headers: []core.Header{{Key: "k", Value: "v"}}}
 	h.fromPartition(core.QueueID{Topic: "orders", Group: "eu"}, &Deliveries{Queue: core.QueueID{Topic: "orders", Group: "eu"}, SubID: sub, Items: []core.Delivery{
 		{SubID: sub, Tag: 40, Offset: 3, Retries: 2, Body: body},
-		{SubID: sub, Tag: 41, Offset: 4, Body: testBody("q")},
+		{SubID: sub, Tag: 41, Offset: 4, Body: sessBody("q")},
 	}})
 	f := h.expect(1, wire.OpDeliver)
 	d := f.body.(wire.Deliver)
@@ -527,8 +529,8 @@ func TestSessionDeliverFrames(t *testing.T) {
 func TestSessionGhostDeliveriesAreHandedBack(t *testing.T) {
 	h := newSessHarness(t, nil)
 	h.ready(1)
-	h.fromPartition(qOrders, &Deliveries{Queue: qOrders, SubID: 99, Items: []core.Delivery{{SubID: 99, Tag: 1, Body: testBody("x")}}})
-	req := h.takeRequest(qOrders)
+	h.fromPartition(sessQOrders, &Deliveries{Queue: sessQOrders, SubID: 99, Items: []core.Delivery{{SubID: 99, Tag: 1, Body: sessBody("x")}}})
+	req := h.takeRequest(sessQOrders)
 	if u, ok := req.Input.(*core.Unsubscribe); !ok || u.SubID != 99 || req.Token != 0 {
 		t.Fatalf("ghost answered with %+v", req)
 	}
@@ -539,16 +541,16 @@ func TestSessionSubscribeCompletingAfterEndIsUnsubscribed(t *testing.T) {
 	h := newSessHarness(t, func(c *Config) { c.ReconnectGraceMs = 0 })
 	h.ready(1)
 	h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "orders", Prefetch: 1})
-	h.takeOpen(qOrders, 1, nil)
-	req := h.takeRequest(qOrders)
+	h.takeOpen(sessQOrders, 1, nil)
+	req := h.takeRequest(sessQOrders)
 	h.connClosed(1)
 	out := h.takeOut()
-	if len(out) != 2 || typeName(out[0].Msg) != "Request/Unsubscribe" || typeName(out[1].Msg) != "SessionEnded" {
-		t.Fatalf("end: %v", describeOut(out))
+	if len(out) != 2 || sessTypeName(out[0].Msg) != "Request/Unsubscribe" || sessTypeName(out[1].Msg) != "SessionEnded" {
+		t.Fatalf("end: %v", sessDescribeOut(out))
 	}
 	// The late answer is handed back too.
-	h.fromPartition(qOrders, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplySubscribed}})
-	if r := h.takeRequest(qOrders); r.Input.(*core.Unsubscribe).SubID != req.Input.(*core.Subscribe).SubID {
+	h.fromPartition(sessQOrders, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplySubscribed}})
+	if r := h.takeRequest(sessQOrders); r.Input.(*core.Unsubscribe).SubID != req.Input.(*core.Subscribe).SubID {
 		t.Fatal("a late subscribe became a ghost")
 	}
 }
@@ -558,9 +560,9 @@ func TestSessionSubscribeQueuedBehindOpenIsNeverSentAfterEnd(t *testing.T) {
 	h.ready(1)
 	h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "orders", Prefetch: 1})
 	h.connClosed(1)
-	h.takeOpen(qOrders, 1, nil)
-	if reqs := h.takeRequests(qOrders); len(reqs) != 0 {
-		t.Fatalf("an ended session sent %v", describeOut(h.out))
+	h.takeOpen(sessQOrders, 1, nil)
+	if reqs := h.takeRequests(sessQOrders); len(reqs) != 0 {
+		t.Fatalf("an ended session sent %v", sessDescribeOut(h.out))
 	}
 }
 
@@ -569,15 +571,15 @@ func TestSessionSubscribeQueuedBehindOpenIsNeverSentAfterEnd(t *testing.T) {
 func TestSessionAckNackRouteToTheSubscription(t *testing.T) {
 	h := newSessHarness(t, nil)
 	h.ready(1)
-	sub := h.subscribe(1, qOrders, 2, false)
+	sub := h.subscribe(1, sessQOrders, 2, false)
 	h.takeOut()
 	h.frame(1, wire.OpAck, wire.Ack{Topic: "orders", Group: wire.Some("default"), Tags: []uint64{4, 5}})
-	req := h.takeRequest(qOrders)
+	req := h.takeRequest(sessQOrders)
 	if a := req.Input.(*core.Ack); a.SubID != sub || len(a.Tags) != 2 || req.Token != 0 {
 		t.Fatalf("ack %+v", req)
 	}
 	h.frame(1, wire.OpNack, wire.Nack{Topic: "orders", Tags: []uint64{6}, Requeue: true, NotBeforeMs: wire.Some(uint64(h.now + 50))})
-	if n := h.takeRequest(qOrders).Input.(*core.Nack); n.SubID != sub || !n.Requeue || n.NotBeforeMs != h.now+50 {
+	if n := h.takeRequest(sessQOrders).Input.(*core.Nack); n.SubID != sub || !n.Requeue || n.NotBeforeMs != h.now+50 {
 		t.Fatalf("nack %+v", n)
 	}
 	h.frame(1, wire.OpAck, wire.Ack{Topic: "other", Tags: []uint64{1}})
@@ -672,7 +674,7 @@ func TestSessionBrokenStream(t *testing.T) {
 	h.step(&Frame{NowMs: h.now, Conn: 1, Header: wire.Header{PayloadSizeBytes: 1 << 30, RequestID: 33},
 		Err: fmt.Errorf("%w: test", wire.ErrFrameTooLarge)})
 	e := h.expectError(1, wire.OpError, 33, wire.CodeInvalid)
-	if !h.closed[1] || !containsAll(e.Message, fmt.Sprint(h.cfg.FramePayloadBytesMax)) {
+	if !h.closed[1] || !sessContains(e.Message, fmt.Sprint(h.cfg.FramePayloadBytesMax)) {
 		t.Fatalf("too large: closed %v, %q", h.closed[1], e.Message)
 	}
 	h2 := newSessHarness(t, nil)
@@ -684,7 +686,7 @@ func TestSessionBrokenStream(t *testing.T) {
 	}
 }
 
-func containsAll(s string, parts ...string) bool {
+func sessContains(s string, parts ...string) bool {
 	for _, p := range parts {
 		found := false
 		for i := 0; i+len(p) <= len(s); i++ {
@@ -698,4 +700,119 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+func TestSessionAttachOfAnAlreadyClosedConnection(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.connClosed(4) // the driver's report overtook the Attach envelope
+	h.deliver(&Attach{Conn: 4, Loopback: true, HelloRequestID: 1})
+	h.expectNothing(4)
+	if !h.ended {
+		t.Fatal("a fresh session whose connection is gone did not end")
+	}
+	// A dormant session keeps its grace.
+	h = newSessHarness(t, nil)
+	h.ready(1)
+	h.connClosed(1)
+	h.connClosed(2)
+	h.deliver(&Attach{Conn: 2, Loopback: true, HelloRequestID: 1})
+	h.expectNothing(2)
+	if h.ended || !h.s.dormant {
+		t.Fatal("a dormant session lost its grace to a dead connection")
+	}
+	h.attach(3, wire.ResumeResumed)
+}
+
+func TestSessionSubscribeEndedBeforeItStartedIsRefused(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	id := h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "orders", Prefetch: 1})
+	h.takeOpen(sessQOrders, 1, nil)
+	req := h.takeRequest(sessQOrders)
+	// A reconcile that does not list it closes it server-side.
+	h.frame(1, wire.OpReconcileClient, wire.ReconcileClient{})
+	h.expect(1, wire.OpReconcileResult)
+	h.takeOut()
+	h.fromPartition(sessQOrders, &Response{Token: req.Token, Reply: core.Reply{Kind: core.ReplySubscribed}})
+	h.expectError(1, wire.OpSubscribeErr, id, wire.CodeInternal)
+	if u := h.takeRequest(sessQOrders).Input.(*core.Unsubscribe); u.SubID != req.Input.(*core.Subscribe).SubID {
+		t.Fatal("the late subscription was not handed back")
+	}
+}
+
+func TestSessionOpensAreBounded(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	for i := 0; i < opensMax; i++ {
+		h.frame(1, wire.OpPublish, wire.Publish{Topic: fmt.Sprintf("t%d", i)})
+	}
+	h.takeOut()
+	id := h.frame(1, wire.OpPublish, wire.Publish{Topic: "one-more"})
+	h.expectError(1, wire.OpError, id, wire.CodeInternal)
+	// A restore refused on the spot still gives one complete result.
+	id = h.frame(1, wire.OpReconcileClient, wire.ReconcileClient{Policy: wire.ReconcileRestore, Subscriptions: []wire.ReconcileSub{
+		{SubID: 1, Topic: "x", Prefetch: 1}, {SubID: 2, Topic: "y", Prefetch: 1}}})
+	f := h.expect(1, wire.OpReconcileResult)
+	res := f.body.(wire.ReconcileResult).Entries
+	if f.hdr.RequestID != id || len(res) != 2 || res[0].Code != wire.ReasonServerRestoreFailed || res[1].Code != wire.ReasonServerRestoreFailed {
+		t.Fatalf("result %+v", res)
+	}
+	h.expectNothing(1)
+	if len(h.s.subs) != 0 {
+		t.Fatal("a refused restore left a subscription")
+	}
+	// Opened partitions nobody subscribes to are forgotten at the bound.
+	h2 := newSessHarness(t, nil)
+	h2.ready(1)
+	for i := 0; i < opensMax; i++ {
+		q := core.QueueID{Topic: fmt.Sprintf("t%d", i)}
+		h2.frame(1, wire.OpPublish, wire.Publish{Topic: q.Topic})
+		h2.takeOpen(q, 1, nil)
+		h2.takeOut()
+	}
+	h2.frame(1, wire.OpPublish, wire.Publish{Topic: "one-more"})
+	h2.takeOpen(core.QueueID{Topic: "one-more"}, 1, nil)
+	if len(h2.s.opens) != 1 {
+		t.Fatalf("%d opens kept", len(h2.s.opens))
+	}
+}
+
+func TestSessionPublishConfirmsLeaveInArrivalOrder(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	qa, qb := core.QueueID{Topic: "a"}, core.QueueID{Topic: "b"}
+	a := h.frame(1, wire.OpPublish, wire.Publish{Topic: "a", RequireConfirm: true})
+	h.takeOpen(qa, 1, nil)
+	b := h.frame(1, wire.OpPublish, wire.Publish{Topic: "b", RequireConfirm: true})
+	h.takeOpen(qb, 1, nil)
+	// Rejections decided up front skip the order (PROTOCOL 7.2).
+	bad := h.frame(1, wire.OpPublish, wire.Publish{Topic: "a", RequireConfirm: true, Headers: wire.Headers{{Key: "stroma.x", Value: "1"}}})
+	h.expectError(1, wire.OpError, bad, wire.CodeInvalid)
+	c := h.frame(1, wire.OpPublish, wire.Publish{Topic: "a", RequireConfirm: true})
+	ra, rb := h.takeRequests(qa), h.takeRequest(qb)
+	// b's partition answers first: its confirm waits for a's.
+	h.fromPartition(qb, &Response{Token: rb.Token, Reply: core.Reply{Kind: core.ReplyError, Err: core.ErrQueueFull}})
+	h.expectNothing(1)
+	h.fromPartition(qa, &Response{Token: ra[1].Token, Reply: core.Reply{Kind: core.ReplyPublished, Offset: 8}})
+	h.expectNothing(1)
+	h.fromPartition(qa, &Response{Token: ra[0].Token, Reply: core.Reply{Kind: core.ReplyPublished, Offset: 7}})
+	if f := h.expect(1, wire.OpPublishOk); f.hdr.RequestID != a || f.body.(wire.PublishOk).Offset != 7 {
+		t.Fatalf("first confirm %+v", f)
+	}
+	h.expectError(1, wire.OpError, b, wire.CodeInternal)
+	if f := h.expect(1, wire.OpPublishOk); f.hdr.RequestID != c || f.body.(wire.PublishOk).Offset != 8 {
+		t.Fatalf("third confirm %+v", f)
+	}
+	// A partition that cannot be opened is an up-front rejection too.
+	d := h.frame(1, wire.OpPublish, wire.Publish{Topic: "a", RequireConfirm: true})
+	e := h.frame(1, wire.OpPublish, wire.Publish{Topic: "c", RequireConfirm: true})
+	h.takeOpen(core.QueueID{Topic: "c"}, 0, core.ErrInvalidSettings)
+	h.expectError(1, wire.OpError, e, wire.CodeInvalid)
+	h.fromPartition(qa, &Response{Token: h.takeRequest(qa).Token, Reply: core.Reply{Kind: core.ReplyPublished, Offset: 9}})
+	if f := h.expect(1, wire.OpPublishOk); f.hdr.RequestID != d {
+		t.Fatal("the confirm after a skipped rejection did not follow")
+	}
+	if len(h.s.pending) != 0 || len(h.s.confirms) != 0 {
+		t.Fatalf("%d pending, %d in the confirm order", len(h.s.pending), len(h.s.confirms))
+	}
 }

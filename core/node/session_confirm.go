@@ -1,0 +1,107 @@
+package node
+
+// Publish confirms in arrival order (PROTOCOL 7.2): PUBLISH_OK, or the
+// confirm failure ERROR, for queue publishes leaves in the order the
+// publishes arrived on the connection, across all queues, although each
+// partition answers on its own. Invariants:
+//   - confirms lists, in arrival order, the tokens of the current
+//     attachment's confirmed publishes that reached the partition path;
+//     a token answered out of turn waits in pending, marked done;
+//   - rejections decided before the partition (decode errors, names,
+//     reserved headers, a partition that cannot be opened) skip the order
+//     and are sent at once, as Fibril does;
+//   - the list belongs to one attachment: it is dropped with it (its
+//     answers are dropped anyway), and bounded by pendingOpsMax.
+
+import "github.com/fibril-go/fibril/transport/wire"
+
+// confirmsCompactMin: the consumed front of the confirm list is reclaimed
+// once it is at least this long and half the list (amortised O(1)).
+const confirmsCompactMin = 1024
+
+// confirmResult is a publish's answer waiting for its turn.
+type confirmResult struct {
+	done    bool
+	failed  bool
+	offset  uint64
+	errCode wire.ErrorCode
+	errMsg  string
+}
+
+// confirmQueued records a confirmed publish's place in the order.
+func (s *Session) confirmQueued(token uint64) {
+	sessionAssert(s.conn != 0, "a confirm queued with no connection")
+	sessionAssert(len(s.confirms)-s.confirmsHead < pendingOpsMax, "the confirm order outgrew the pending bound")
+	s.confirms = append(s.confirms, token)
+}
+
+// confirmDone records a publish's answer and sends every answer whose
+// turn has come.
+func (s *Session) confirmDone(token uint64, op pendingOp, result confirmResult) {
+	sessionAssert(op.kind == opPublish, "a confirm for a request that is not a publish")
+	sessionAssert(result.done, "a confirm recorded before its answer")
+	if op.gen != s.gen || s.conn == 0 {
+		delete(s.pending, token) // the asking connection is gone
+		return
+	}
+	op.confirm = result
+	s.pending[token] = op
+	s.releaseConfirms()
+}
+
+// releaseConfirms sends answers from the front of the order while they
+// are done; a token no longer pending was answered out of order on
+// purpose (an up-front rejection) and is skipped.
+func (s *Session) releaseConfirms() {
+	for s.confirmsHead < len(s.confirms) && s.conn != 0 {
+		token := s.confirms[s.confirmsHead]
+		op, ok := s.pending[token]
+		if ok && !op.confirm.done {
+			break // its partition has not answered yet
+		}
+		s.confirmsHead++
+		if !ok {
+			continue
+		}
+		delete(s.pending, token)
+		if op.confirm.failed {
+			s.replyError(op.gen, wire.OpError, op.requestID, op.confirm.errCode, op.confirm.errMsg)
+			continue
+		}
+		s.publishOk = wire.PublishOk{Offset: op.confirm.offset} // session-owned: no allocation
+		s.replyOn(op.gen, wire.OpPublishOk, op.requestID, &s.publishOk)
+	}
+	s.compactConfirms()
+}
+
+// compactConfirms reclaims the consumed front of the list.
+func (s *Session) compactConfirms() {
+	switch {
+	case s.confirmsHead == len(s.confirms):
+		s.confirms, s.confirmsHead = s.confirms[:0], 0
+	case s.confirmsHead >= confirmsCompactMin && 2*s.confirmsHead >= len(s.confirms):
+		n := copy(s.confirms, s.confirms[s.confirmsHead:])
+		s.confirms, s.confirmsHead = s.confirms[:n], 0
+	}
+}
+
+// dropConfirms forgets the order with its attachment.
+func (s *Session) dropConfirms() {
+	s.confirms, s.confirmsHead = s.confirms[:0], 0
+}
+
+// checkConfirms checks the order's invariants (CheckInvariants).
+func (s *Session) checkConfirms() error {
+	if s.conn == 0 && len(s.confirms) != 0 {
+		return errorf("session %d: a confirm order with no connection", s.init.ID)
+	}
+	if s.confirmsHead > len(s.confirms) || len(s.confirms)-s.confirmsHead > pendingOpsMax {
+		return errorf("session %d: confirm order head %d of %d", s.init.ID, s.confirmsHead, len(s.confirms))
+	}
+	for _, token := range s.confirms[s.confirmsHead:] {
+		if op, ok := s.pending[token]; ok && (op.kind != opPublish || op.gen != s.gen) {
+			return errorf("session %d: confirm order holds token %d of kind %d, attachment %d", s.init.ID, token, op.kind, op.gen)
+		}
+	}
+	return nil
+}
