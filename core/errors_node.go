@@ -8,6 +8,9 @@ var (
 	ErrTooManyPartitions   = newError(CodeInvalid, false, "partition_count exceeds the broker's PartitionsPerQueueMax")
 	ErrTooManyQueues       = newError(CodeInternal, true, "too many queues: see the broker's QueuesMax")
 	ErrPartitionLoadFailed = newError(CodeInternal, true, "the queue partition failed to load; retry later")
+	// ErrCatalogBehind refuses a declare or a new queue while too many of
+	// the node's records await fsync (backpressure, as ErrStorageBehind).
+	ErrCatalogBehind = newError(CodeInternal, true, "storage is behind: too many catalogue records await fsync; retry later")
 	// ErrDeadLetterBacklog refuses a dead-letter copy while too many wait to
 	// be routed; the source partition tries again after a backoff.
 	ErrDeadLetterBacklog = newError(CodeInternal, true, "too many dead-letter copies waiting to be routed; retried later")

@@ -37,4 +37,17 @@ const (
 	// EarlyGraceRequeue: a dormant session's grace expires at a tenth of
 	// its length, requeueing deliveries a resuming client may still settle.
 	EarlyGraceRequeue = "early-grace-requeue"
+	// DeadLetterGiveUp: a partition forgets a dead-letter copy its target
+	// refused or failed to load, so the source stays pending until a
+	// restart (io/broker's old forwarding).
+	DeadLetterGiveUp = "dead-letter-give-up"
+	// GhostSubscription: deliveries bounced by a session that is gone leave
+	// its subscription registered, so each lease expiry burns a retry.
+	GhostSubscription = "ghost-subscription"
+	// NoHandshakeTimeout: a connection that never completes its HELLO is
+	// never closed.
+	NoHandshakeTimeout = "no-handshake-timeout"
+	// SnapshotOnlyWhenQuiescent: a partition snapshots only when everything
+	// it appended is durable, so under sustained traffic it never does.
+	SnapshotOnlyWhenQuiescent = "snapshot-only-when-quiescent"
 )

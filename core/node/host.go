@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
 )
 
 // The Host machine: one loaded queue partition and everything the driver
@@ -44,9 +45,15 @@ type Host struct {
 	dlqHead     int
 	dlqActive   int // copies on their way or waiting for a retry
 	dlqRetrying int
+	// dlqStoredWaiting counts listed offsets whose copy was stored before
+	// its turn (dlqWaiting skips them).
+	dlqStoredWaiting int
 
-	// Snapshot policy: the index the last snapshot covers (or the load
-	// point), and the one asked for (0 = none in flight).
+	// Snapshot policy. snapshotBase is the index the last snapshot asked
+	// for covers (0 after a load: the Host does not know where storage's
+	// snapshot is, so it counts the whole log); loadIndex is the last index
+	// when loaded (nothing at or below it is asked for again);
+	// snapshotInflight the index asked for and not answered (0 = none).
 	snapshotBase     uint64
 	loadIndex        uint64
 	snapshotInflight uint64
@@ -58,6 +65,9 @@ type Host struct {
 	// Step: one envelope per subscription per step.
 	grouped map[uint64]int
 	carry   bool
+	// Inputs the Host feeds its partition, reused: the core keeps none.
+	inTick      core.Tick
+	inPersisted core.Persisted
 }
 
 // hostRefKind says who waits for a reply.
@@ -123,9 +133,14 @@ func NewHostStepping(cfg Config, p *core.Partition, req LoadRequest, step func(c
 		subs: map[uint64]Address{}, refs: map[uint64]hostRef{}, dlq: map[uint64]*deadLetterCopy{},
 		grouped: map[uint64]int{}, loadIndex: p.LastIndex(), carry: true,
 	}
+	// The catalogue is the truth for settings: a declare made while this
+	// partition was not loaded, or whose Declare entry a crash lost, is
+	// applied before any request.
 	if in := declareInput(req.Settings, p.Settings()); in != nil {
 		h.stepCore(in)
 	}
+	// NowMs 0: the core keeps the largest time seen, so this Tick moves no
+	// clock; it only makes recovery emit its pending dead-letter copies.
 	h.stepCore(&core.Tick{})
 	h.finishStep()
 	return h
@@ -147,13 +162,15 @@ func (h *Host) Step(in Input) *Ready {
 	switch in := in.(type) {
 	case *Tick:
 		h.fireRetries()
-		h.stepCore(&core.Tick{NowMs: h.nowMs})
+		h.inTick = core.Tick{NowMs: h.nowMs}
+		h.stepCore(&h.inTick)
 	case *Deliver:
 		h.onDeliver(in.Envelope)
 	case *Bounced:
 		h.onBounced(in.Envelope)
 	case *Persisted:
-		h.stepCore(&core.Persisted{NowMs: h.nowMs, UpToIndex: in.UpToIndex})
+		h.inPersisted = core.Persisted{NowMs: h.nowMs, UpToIndex: in.UpToIndex}
+		h.stepCore(&h.inPersisted)
 		h.spill(in.Stored, in.ResidentTotalBytes)
 	case *SnapshotDone:
 		h.onSnapshotDone(in)
@@ -164,6 +181,9 @@ func (h *Host) Step(in Input) *Ready {
 	return &h.rd
 }
 
+// finishStep ends every Step (and NewHost): the snapshot policy, the
+// resident bytes for the broker-wide budget, and the wake-up, the earlier of
+// the core's and the next dead-letter retry.
 func (h *Host) finishStep() {
 	h.maybeSnapshot()
 	h.residentReported = h.p.ResidentPayloadBytes()
@@ -175,19 +195,27 @@ func (h *Host) finishStep() {
 	clear(h.grouped)
 }
 
+// resetReady empties the Ready for the next step, keeping backing arrays.
 func (h *Host) resetReady() {
 	clear(h.rd.PersistEntries) // drop references to bodies
 	clear(h.rd.Out)
 	h.rd = Ready{PersistEntries: h.rd.PersistEntries[:0], Out: h.rd.Out[:0], Settled: h.rd.Settled[:0]}
 }
 
+// send appends an envelope from this partition.
 func (h *Host) send(to Address, msg Message) {
 	h.rd.Out = append(h.rd.Out, Envelope{From: PartitionAddr(h.queue), To: to, Msg: msg})
 }
 
 // stepCore steps the partition once and routes every effect.
 func (h *Host) stepCore(in core.Input) {
+	// The core's Ready is reused by its next Step: copy out what the
+	// Host's Ready carries (entries by value; bodies are shared, never
+	// mutated).
+	before := h.p.LastIndex()
 	rd := h.step(in)
+	assertHold(len(rd.Persist) == 0 || rd.Persist[0].Index == before+1, "entries reach storage contiguously")
+	assertHold(h.p.LastIndex() == before+uint64(len(rd.Persist)), "every entry appended is handed to storage")
 	h.rd.PersistEntries = append(h.rd.PersistEntries, rd.Persist...)
 	for i := range rd.Replies {
 		h.routeReply(&rd.Replies[i])
@@ -204,6 +232,8 @@ func (h *Host) stepCore(in core.Input) {
 	h.coreWakeMs = rd.NextWakeMs
 }
 
+// routeReply answers whoever waits for r: a session (Response with its
+// Token) or the source of a dead-letter copy stored here.
 func (h *Host) routeReply(r *core.Reply) {
 	ref, ok := h.refs[r.Ref]
 	if !ok {
@@ -214,6 +244,7 @@ func (h *Host) routeReply(r *core.Reply) {
 	case refSession:
 		h.send(ref.to, &Response{Token: ref.token, Reply: *r})
 	case refDeadLetter:
+		assertHold(ref.source != h.queue, "a queue never stores its own dead letters")
 		if r.Kind == core.ReplyPublished {
 			h.send(PartitionAddr(ref.source), &DeadLetterStored{Offset: ref.offset})
 		} else {
@@ -225,24 +256,44 @@ func (h *Host) routeReply(r *core.Reply) {
 
 // routeDelivery adds d to its subscription's envelope of this step.
 func (h *Host) routeDelivery(d *core.Delivery) {
+	// subs holds every core subscription (registered before its Subscribe
+	// step), so a delivery always has an owner.
 	owner, ok := h.subs[d.SubID]
 	assertHold(ok, "the core delivers only to registered subscriptions")
 	if i, ok := h.grouped[d.SubID]; ok {
 		batch := h.rd.Out[i].Msg.(*Deliveries)
+		assertHold(batch.SubID == d.SubID && h.rd.Out[i].To == owner, "a batch holds one subscription's deliveries")
 		batch.Items = append(batch.Items, *d)
 		return
 	}
-	// A fresh Items slice: the envelope owns it (the session keeps it).
+	// A fresh Items slice: the envelope owns it (the session keeps it). The
+	// envelope and its first item come in one allocation: most batches of a
+	// busy queue hold one delivery.
 	h.grouped[d.SubID] = len(h.rd.Out)
-	h.send(owner, &Deliveries{Queue: h.queue, SubID: d.SubID, Items: []core.Delivery{*d}})
+	batch := &deliveriesWithOne{}
+	batch.first[0] = *d
+	batch.Deliveries = Deliveries{Queue: h.queue, SubID: d.SubID, Items: batch.first[:1:1]}
+	h.send(owner, &batch.Deliveries)
 }
 
+// deliveriesWithOne is a Deliveries envelope allocated with room for its
+// first item.
+type deliveriesWithOne struct {
+	Deliveries
+	first [1]core.Delivery
+}
+
+// newRef files who waits under a fresh Ref. Refs are the Host's own, so a
+// session's tokens never reach the core and two sessions' tokens never clash.
 func (h *Host) newRef(ref hostRef) uint64 {
+	assertHold(ref.kind == refSession || ref.kind == refDeadLetter, "a reference says who waits")
 	h.nextRef++
 	h.refs[h.nextRef] = ref
 	return h.nextRef
 }
 
+// onDeliver dispatches an envelope from a session, the Node or another
+// partition. The set is closed: anything else is a bug.
 func (h *Host) onDeliver(env Envelope) {
 	switch msg := env.Msg.(type) {
 	case *Request:
@@ -267,6 +318,7 @@ func (h *Host) onDeliver(env Envelope) {
 // ours, and steps the core with it.
 func (h *Host) onRequest(from Address, req *Request) {
 	assertHold(from.Kind == AddrSession, "requests come from sessions")
+	// Token 0: the session wants no answer, not even an error, so no Ref.
 	var ref uint64
 	deferred := false
 	if req.Token != 0 {
@@ -319,6 +371,9 @@ func (h *Host) onBounced(env Envelope) {
 		// registered as ghosts: every lease expiry would burn a retry until
 		// the message is dead-lettered unseen. End them all now, which
 		// requeues what they held.
+		if mutant.On(mutant.GhostSubscription) {
+			return // broken on purpose: the ghost stays
+		}
 		h.dropSessionSubs(env.To)
 	case *DeadLetterOut:
 		h.onDeadLetterFailed(msg.Offset)
@@ -330,6 +385,7 @@ func (h *Host) onBounced(env Envelope) {
 	}
 }
 
+// dropSessionSubs ends every subscription owner holds, in SubID order.
 func (h *Host) dropSessionSubs(owner Address) {
 	var ids []uint64
 	for id, a := range h.subs {

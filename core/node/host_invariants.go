@@ -13,6 +13,8 @@ func (h *Host) CheckInvariants() error {
 	if err := h.p.CheckInvariants(); err != nil {
 		return err
 	}
+	// Routing: the Host knows the owner of exactly the core's subscriptions
+	// (a ghost on either side would drop deliveries or leak leases).
 	ids := h.p.SubscriptionIDs()
 	if len(ids) != len(h.subs) {
 		return fmt.Errorf("core has %d subscriptions, the Host routes %d", len(ids), len(h.subs))
@@ -23,6 +25,7 @@ func (h *Host) CheckInvariants() error {
 			return fmt.Errorf("subscription %d has no owning session (%v)", id, owner)
 		}
 	}
+	// References were minted here and say who waits.
 	for ref, r := range h.refs {
 		if ref == 0 || ref > h.nextRef {
 			return fmt.Errorf("reference %d beyond the last minted %d", ref, h.nextRef)
@@ -34,6 +37,11 @@ func (h *Host) CheckInvariants() error {
 	return h.checkDeadLetters()
 }
 
+// checkDeadLetters: every tracked copy is filed under its offset, its
+// message is still pending (so no source is settled before its copy is
+// stored), its state is known and its backoff within bounds; the counters
+// match; the slots are within DeadLettersInflightMax and none is left free
+// while copies wait.
 func (h *Host) checkDeadLetters() error {
 	waiting, sent, retrying := 0, 0, 0
 	for offset, c := range h.dlq {
@@ -64,8 +72,8 @@ func (h *Host) checkDeadLetters() error {
 		return fmt.Errorf("copies: %d sent, %d retrying; counted %d active, %d retrying", sent, retrying, h.dlqActive, h.dlqRetrying)
 	case h.dlqActive > h.cfg.DeadLettersInflightMax:
 		return fmt.Errorf("%d copies on their way, limit %d", h.dlqActive, h.cfg.DeadLettersInflightMax)
-	case waiting != len(h.dlqWaiting)-h.dlqHead:
-		return fmt.Errorf("%d copies waiting, %d listed", waiting, len(h.dlqWaiting)-h.dlqHead)
+	case waiting+h.dlqStoredWaiting != len(h.dlqWaiting)-h.dlqHead:
+		return fmt.Errorf("%d copies waiting and %d stored, %d listed", waiting, h.dlqStoredWaiting, len(h.dlqWaiting)-h.dlqHead)
 	case waiting > 0 && h.dlqActive < h.cfg.DeadLettersInflightMax:
 		return fmt.Errorf("%d copies wait while %d of %d slots are taken", waiting, h.dlqActive, h.cfg.DeadLettersInflightMax)
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
 )
 
 // The Host's policies: dead-letter forwarding with retry, the spill of
@@ -27,6 +28,8 @@ func (h *Host) enqueueDeadLetter(dl core.DeadLetter) {
 	if _, dup := h.dlq[dl.Offset]; dup {
 		return // already on its way
 	}
+	assertHold(dl.Body != nil, "a dead-letter copy carries its body")
+	assertHold(dl.Target != core.DLQTarget{Topic: h.queue.Topic, Group: h.queue.Group}, "a queue never dead-letters into itself")
 	c := &deadLetterCopy{letter: dl, state: copyWaiting}
 	h.dlq[dl.Offset] = c
 	h.dlqWaiting = append(h.dlqWaiting, dl.Offset)
@@ -40,7 +43,11 @@ func (h *Host) pumpDeadLetters() {
 		h.dlqWaiting[h.dlqHead] = 0
 		h.dlqHead++
 		c := h.dlq[offset]
-		assertHold(c != nil && c.state == copyWaiting, "a waiting copy is tracked until sent")
+		if c == nil {
+			h.dlqStoredWaiting--
+			continue // stored before its turn (an answer to an earlier attempt)
+		}
+		assertHold(c.state == copyWaiting, "a listed copy waits until sent")
 		h.dlqActive++
 		h.sendDeadLetter(c)
 	}
@@ -52,7 +59,11 @@ func (h *Host) pumpDeadLetters() {
 	}
 }
 
+// sendDeadLetter hands a copy to the Node for routing. The body is the
+// core's copy (headers added, payload shared): no payload is duplicated.
 func (h *Host) sendDeadLetter(c *deadLetterCopy) {
+	assertHold(c.state != copySent, "a copy has one attempt on its way at a time")
+	assertHold(h.dlqActive <= h.cfg.DeadLettersInflightMax, "copies on their way stay within their limit")
 	c.state = copySent
 	c.attempts++
 	h.send(NodeAddr(), &DeadLetterOut{Offset: c.letter.Offset, Target: c.letter.Target, Body: c.letter.Body})
@@ -67,12 +78,18 @@ func (h *Host) onDeadLetterStored(offset uint64) {
 	}
 	v, live := h.p.Message(offset)
 	assertHold(live && v.State == core.MessagePendingDLQ, "a tracked copy's message is pending dead-lettering")
-	if c.state == copyRetrying {
+	switch c.state {
+	case copyRetrying:
 		h.dlqRetrying--
+		h.dlqActive--
+	case copySent:
+		h.dlqActive--
+	case copyWaiting:
+		// Stored by an attempt of before (a copy is stored at least once):
+		// it leaves the waiting list when its turn comes.
+		h.dlqStoredWaiting++
 	}
-	assertHold(c.state != copyWaiting, "a copy is answered only once sent")
 	delete(h.dlq, offset)
-	h.dlqActive--
 	h.stepCore(&core.DeadLetterDone{NowMs: h.nowMs, Offset: offset})
 	h.pumpDeadLetters()
 }
@@ -83,6 +100,12 @@ func (h *Host) onDeadLetterFailed(offset uint64) {
 	c := h.dlq[offset]
 	if c == nil || c.state != copySent {
 		return // already stored, or already waiting for its retry
+	}
+	if mutant.On(mutant.DeadLetterGiveUp) {
+		delete(h.dlq, offset) // broken on purpose: the source stays pending
+		h.dlqActive--
+		h.pumpDeadLetters()
+		return
 	}
 	if c.backoffMs == 0 {
 		c.backoffMs = h.cfg.DeadLetterRetryMinMs
@@ -106,8 +129,10 @@ func (h *Host) fireRetries() {
 	}
 	slices.Sort(due)
 	for _, offset := range due {
+		c := h.dlq[offset]
+		assertHold(c.state == copyRetrying, "only a retrying copy is due")
 		h.dlqRetrying--
-		h.sendDeadLetter(h.dlq[offset])
+		h.sendDeadLetter(c)
 	}
 }
 
@@ -137,6 +162,7 @@ func (h *Host) onStoreDeadLetter(msg *StoreDeadLetter) {
 	}
 	// The core stamps ReceivedMs on the body it takes: give it its own, so
 	// a copy sent twice never changes the first one's stamp.
+	assertHold(msg.Source != h.queue, "a queue never stores its own dead letters")
 	body := *msg.Body
 	ref := h.newRef(hostRef{kind: refDeadLetter, source: msg.Source, offset: msg.Offset})
 	h.stepCore(&core.Publish{NowMs: h.nowMs, Ref: ref, Confirm: true, Body: &body, System: true})
@@ -152,7 +178,9 @@ func (h *Host) spill(stored []StoredPayload, totalBytes int64) {
 		if total <= h.cfg.ResidentPayloadBytesMax {
 			return
 		}
-		total -= h.p.SpillBody(sp.Offset, sp.Ref)
+		freed := h.p.SpillBody(sp.Offset, sp.Ref)
+		assertHold(freed >= 0 && freed <= int64(sp.Ref.LengthBytes), "a spill gives back at most the payload's bytes")
+		total -= freed
 	}
 }
 
@@ -166,15 +194,20 @@ func (h *Host) maybeSnapshot() {
 	if h.snapshotInflight != 0 || last <= h.loadIndex {
 		return
 	}
+	if mutant.On(mutant.SnapshotOnlyWhenQuiescent) && h.p.DurableIndex() != last {
+		return // broken on purpose: under sustained load it never snapshots
+	}
 	threshold := max(h.cfg.SnapshotEntriesMin, hostSnapshotLiveFactor*h.p.Live())
 	if last-h.snapshotBase <= uint64(threshold) {
 		return
 	}
+	assertHold(last > h.snapshotBase, "a snapshot covers entries the last one did not")
 	keepBlobsFrom, _ := h.p.LowestStoredFile() // 0 when no body is stored
 	h.snapshotInflight = last
 	h.rd.Snapshot = &SnapshotRequest{Index: last, Data: h.p.Snapshot(), KeepBlobsFrom: keepBlobsFrom}
 }
 
+// onSnapshotDone: storage wrote (or failed to write) the snapshot.
 func (h *Host) onSnapshotDone(in *SnapshotDone) {
 	if in.Index != h.snapshotInflight || h.snapshotInflight == 0 {
 		return // not ours, or answered already

@@ -250,6 +250,23 @@ func TestHostAgainstModel(t *testing.T) {
 				mc.stored[offset] = true
 				mc.answerCopy(t, offset, &DeadLetterStored{Offset: offset})
 			},
+			"storedBeforeItsTurn": func(t *rapid.T) {
+				// An answer to an attempt of before reaches a copy that waits
+				// for a slot: it is stored, whatever its state here.
+				var waiting []uint64
+				for offset, c := range mc.h.dlq {
+					if c.state == copyWaiting {
+						waiting = append(waiting, offset)
+					}
+				}
+				if len(waiting) == 0 {
+					t.Skip("no copy waits for a slot")
+				}
+				slices.Sort(waiting)
+				offset := rapid.SampledFrom(waiting).Draw(t, "waiting")
+				mc.stored[offset] = true
+				mc.answerCopy(t, offset, &DeadLetterStored{Offset: offset})
+			},
 			"copyFailed": func(t *rapid.T) {
 				offset := mc.pickCopy(t)
 				mc.answerCopy(t, offset, &DeadLetterFailed{Offset: offset, Err: core.ErrPartitionLoadFailed})

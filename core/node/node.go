@@ -79,6 +79,11 @@ const (
 	// more than max(NodeSnapshotRecordsMin, factor x live items) records
 	// since the last one, so the log stays proportional to its state.
 	snapshotLiveFactor = 4
+	// recordsUnpersistedMax bounds the Node's records handed to storage and
+	// not yet durable, and so the actions gated on them: past it a declare
+	// or a new queue is refused (ErrCatalogBehind) and a skeleton is not
+	// saved (best effort). The boot record and removals are always written.
+	recordsUnpersistedMax = 4096
 	// sessionSeqMax: session ids stay below 2^40 (a session may pack its
 	// id with a counter into 64 bits).
 	sessionSeqMax = 1<<40 - 1
@@ -156,6 +161,9 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 	if len(state.skeletons) > 0 {
 		n.skeletonSweepAtMs = 1 // the first step drops those past the TTL
 	}
+	// The owner id is minted once, on the first boot, and carried by every
+	// boot record after: a resume identity from before a restart still
+	// names this broker (PROTOCOL 7.7).
 	owner := state.ownerID
 	if state.boot == 0 {
 		copy(owner[:], entropy[:16]) // first boot: mint the owner id
@@ -212,6 +220,8 @@ func checkApplicable(s *durableState, r *record) error {
 	return nil
 }
 
+// snapshotIndexOf is the index a snapshot covers (already decoded once by
+// recoverState, so it cannot fail here).
 func (n *Node) snapshotIndexOf(snapshot []byte) uint64 {
 	s, err := decodeSnapshot(snapshot)
 	assertHold(err == nil, "the snapshot decoded once already")
@@ -270,6 +280,8 @@ func (n *Node) Step(in Input) *Ready {
 	return &n.rd
 }
 
+// resetReady empties the Ready for the next step, keeping its backing
+// arrays (a busy Node steps for every frame of every handshake).
 func (n *Node) resetReady() {
 	clear(n.rd.Out) // drop references to bodies
 	n.rd = Ready{
@@ -278,6 +290,8 @@ func (n *Node) resetReady() {
 	}
 }
 
+// onDeliver dispatches an envelope from a session or a Host. The set is
+// closed: anything else is a driver or machine bug.
 func (n *Node) onDeliver(in *Deliver) {
 	from := in.Envelope.From
 	switch msg := in.Envelope.Msg.(type) {
@@ -315,6 +329,8 @@ func (n *Node) onBounced(in *Bounced) {
 	}
 }
 
+// send appends an envelope from the Node; the driver keeps FIFO order per
+// receiver, which the Opened and Declared answers rely on.
 func (n *Node) send(to Address, msg Message) {
 	n.rd.Out = append(n.rd.Out, Envelope{From: NodeAddr(), To: to, Msg: msg})
 }
@@ -343,8 +359,19 @@ func (n *Node) gate(g gatedAction) {
 	n.gated = append(n.gated, g)
 }
 
+// bootDurable says whether this process's boot record is durable: until it
+// is, no handshake is answered and no partition is loaded, so no delivery
+// tag of this boot can collide with one of a boot a crash forgot.
 func (n *Node) bootDurable() bool { return n.durableIndex >= n.bootIndex }
 
+// storageBehind says whether storage is too far behind for one more record
+// that can wait (a declare, a new queue, a skeleton).
+func (n *Node) storageBehind() bool {
+	return n.state.lastIndex-n.durableIndex >= recordsUnpersistedMax
+}
+
+// onPersisted moves the durable index and releases, in order, every gated
+// action whose record is now durable.
 func (n *Node) onPersisted(in *Persisted) {
 	assertHold(in.UpToIndex <= n.state.lastIndex, "storage cannot make durable what was never appended")
 	if in.UpToIndex <= n.durableIndex {
@@ -360,6 +387,7 @@ func (n *Node) onPersisted(in *Persisted) {
 	n.gated = n.gated[released:]
 }
 
+// release carries out one gated action.
 func (n *Node) release(g *gatedAction) {
 	switch g.kind {
 	case gatedBoot:
@@ -386,6 +414,9 @@ func (n *Node) maybeSnapshot() {
 	if n.snapshotInflight != 0 {
 		return
 	}
+	// The live state is one record per queue and skeleton, plus the boot
+	// record: that is what a snapshot replaces.
+	assertHold(n.state.lastIndex >= n.snapshotBase, "a snapshot never covers records not yet appended")
 	live := len(n.state.queues) + len(n.state.skeletons) + 1
 	if n.state.lastIndex-n.snapshotBase <= uint64(max(n.cfg.NodeSnapshotRecordsMin, snapshotLiveFactor*live)) {
 		return
@@ -394,16 +425,17 @@ func (n *Node) maybeSnapshot() {
 	n.rd.Snapshot = &SnapshotRequest{Index: n.state.lastIndex, Data: appendSnapshot(nil, &n.state)}
 }
 
+// onSnapshotDone: storage wrote (or failed to write) the snapshot asked for.
 func (n *Node) onSnapshotDone(in *SnapshotDone) {
 	if in.Index != n.snapshotInflight || n.snapshotInflight == 0 {
 		return // not ours, or already answered
 	}
 	n.snapshotInflight = 0
-	if in.Err == nil {
-		assertHold(in.Index > n.snapshotBase, "snapshots only move forward")
-		n.snapshotBase = in.Index
-	}
-	// On an error the next step asks again: the log keeps every record.
+	// On an error too the count starts again from this index: the log keeps
+	// every record, and the next try comes after as many records again
+	// rather than at every step.
+	assertHold(in.Index > n.snapshotBase, "snapshots only move forward")
+	n.snapshotBase = in.Index
 }
 
 // LogState encodes the state the Node's records built (durable or not),

@@ -18,6 +18,8 @@ import (
 //   - nothing here blocks: the old catalogue held its lock across write and
 //     fsync and stalled every publish broker-wide during a declare.
 
+// onOpen answers a session's Open: names are checked here, the rest is
+// shared with dead-letter forwarding (openQueue).
 func (n *Node) onOpen(from Address, msg *Open) {
 	assertHold(from.Kind == AddrSession, "sessions open partitions")
 	key := queueKey{Topic: msg.Topic, Group: core.NormalizeGroup(msg.Group)}
@@ -33,9 +35,15 @@ func (n *Node) onOpen(from Address, msg *Open) {
 // implicit queues of SPEC 1), then opens the partition o wants once the
 // queue's record is durable.
 func (n *Node) openQueue(key queueKey, o opener) {
+	// The catalogue entry exists from this step on (a second Open sees it
+	// and waits with the first); its record makes it durable.
 	if n.state.queues[key] == nil {
 		if len(n.state.queues) >= n.cfg.QueuesMax {
 			n.failOpener(key, o, core.ErrTooManyQueues)
+			return
+		}
+		if n.storageBehind() {
+			n.failOpener(key, o, core.ErrCatalogBehind)
 			return
 		}
 		n.createQueue(&catalogEntry{key: key, partitions: 1})
@@ -91,6 +99,8 @@ func (n *Node) queueCreated(key queueKey) {
 func (n *Node) openPartition(key queueKey, o opener) {
 	entry := n.state.queues[key]
 	assertHold(entry != nil && n.creating[key] == nil, "a partition is opened once its queue's record is durable")
+	// A copy goes to partition offset mod count of its target: copies of
+	// one source spread over the target's partitions, deterministically.
 	if o.forward != nil {
 		o.partition = uint32(o.forward.offset % uint64(entry.partitions))
 	}
@@ -111,6 +121,7 @@ func (n *Node) openPartition(key queueKey, o opener) {
 		pe.waiters = append(pe.waiters, o)
 	default:
 		assertHold(n.bootDurable(), "no LoadRequest before the boot record is durable")
+		// One load per partition: later Opens wait on this one.
 		pe = &partitionEntry{waiters: []opener{o}, sent: entry.settings}
 		n.partitions[id] = pe
 		n.rd.Load = append(n.rd.Load, LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings)})
@@ -127,6 +138,8 @@ func (n *Node) partitionConfig(id core.QueueID) core.Config {
 
 // openerReady answers o now that its partition is loaded.
 func (n *Node) openerReady(id core.QueueID, partitions uint32, o opener) {
+	assertHold(n.partitions[id] != nil && n.partitions[id].loaded, "an opener is answered from a loaded partition")
+	assertHold(id.Partition < partitions, "an opened partition is in range")
 	if o.forward == nil {
 		n.send(o.session, &Opened{Token: o.token, Queue: id, Partitions: partitions})
 		return
@@ -146,11 +159,14 @@ func (n *Node) failOpener(key queueKey, o opener, err *core.Error) {
 	n.finishForward()
 }
 
+// finishForward counts a forward out once it was sent on or refused.
 func (n *Node) finishForward() {
 	n.forwardsWaiting--
 	assertHold(n.forwardsWaiting >= 0, "each forward is finished once")
 }
 
+// onLoadDone answers every Open and forward waiting on a load: with the
+// partition, or with a 500 after which the next Open tries again.
 func (n *Node) onLoadDone(in *LoadDone) {
 	pe := n.partitions[in.Queue]
 	assertHold(pe != nil && !pe.loaded, "LoadDone answers a LoadRequest")
@@ -167,7 +183,10 @@ func (n *Node) onLoadDone(in *LoadDone) {
 		return
 	}
 	pe.loaded = true
+	// A declare recorded while the partition loaded is not in the
+	// settings its LoadRequest carried: send it on now.
 	entry := n.state.queues[key]
+	assertHold(entry != nil, "a loaded partition's queue is in the catalogue")
 	if !catalogSettingsEqual(pe.sent, entry.settings) {
 		n.send(PartitionAddr(in.Queue), declareSettingsOf(entry.settings))
 	}
@@ -177,6 +196,8 @@ func (n *Node) onLoadDone(in *LoadDone) {
 	}
 }
 
+// onDeclareQueue records a declare and answers it once durable; a declare
+// that changes nothing is answered at once (when its queue is durable).
 func (n *Node) onDeclareQueue(from Address, d *DeclareQueue) {
 	key := queueKey{Topic: d.Topic, Group: core.NormalizeGroup(d.Group)}
 	next, err := n.resolveDeclare(key, d)
@@ -195,6 +216,12 @@ func (n *Node) onDeclareQueue(from Address, d *DeclareQueue) {
 		n.send(from, &answer)
 		return
 	}
+	// The record holds the whole merged entry; loaded partitions get the
+	// settings once it is durable (gatedDeclared), with the answer.
+	if n.storageBehind() {
+		n.send(from, &Declared{Token: d.Token, Err: core.ErrCatalogBehind})
+		return
+	}
 	if entry == nil {
 		n.createQueue(next)
 	} else {
@@ -210,6 +237,8 @@ func (n *Node) resolveDeclare(key queueKey, d *DeclareQueue) (*catalogEntry, *co
 	if validQueueKey(key) != nil {
 		return nil, core.ErrInvalidName
 	}
+	// PROTOCOL 5.12: the count is raised to at least 1; standalone
+	// partitioning is fixed, so an existing queue's count wins below.
 	count := max(d.PartitionCount, 1)
 	if count > n.cfg.PartitionsPerQueueMax {
 		return nil, core.ErrTooManyPartitions
@@ -273,6 +302,9 @@ func (n *Node) updateLoadedPartitions(key queueKey) {
 func (n *Node) onDeadLetterOut(from Address, msg *DeadLetterOut) {
 	assertHold(from.Kind == AddrPartition, "partitions forward dead letters")
 	key := queueKey{Topic: msg.Target.Topic, Group: core.NormalizeGroup(msg.Target.Group)}
+	// Refusing is safe: the source keeps the copy and retries after its
+	// backoff, so a burst of dead letters waits in the sources, bounded by
+	// their own queues, rather than here.
 	switch {
 	case n.forwardsWaiting >= deadLetterForwardsMax:
 		n.send(from, &DeadLetterFailed{Offset: msg.Offset, Err: core.ErrDeadLetterBacklog})
@@ -304,10 +336,13 @@ func declareSettingsOf(s catalogSettings) *DeclareSettings {
 	return out
 }
 
+// catalogSettingsEqual compares declared settings field by field (by
+// value: nil means never declared, unlike any declared value).
 func catalogSettingsEqual(a, b catalogSettings) bool {
 	return equalPtr(a.DLQ, b.DLQ) && equalPtr(a.MaxRetries, b.MaxRetries) && equalPtr(a.DefaultTTLMs, b.DefaultTTLMs)
 }
 
+// equalPtr says whether two optional values are both absent or equal.
 func equalPtr[T comparable](a, b *T) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -64,9 +66,16 @@ const (
 	msgNotHello = "expected HELLO as the first frame: this port speaks the Fibril wire protocol (default 9876; the admin HTTP API is on 8081)"
 )
 
+// onConnOpened admits a connection (or refuses it with ERROR 500 when
+// ConnectionsMax are open, or while draining) and starts its handshake
+// deadline: a peer that connects and stalls must not hold a socket and a
+// buffer forever.
 func (n *Node) onConnOpened(in *ConnOpened) {
 	_, exists := n.conns[in.Conn]
 	assertHold(!exists && in.Conn != 0, "the driver never reuses a connection id")
+	// A refused connection never enters conns: the driver closes it after
+	// the ERROR, and its ConnClosed finds nothing to count down. Request id
+	// 0: the peer has asked nothing yet.
 	switch {
 	case n.draining:
 		n.sendFrame(in.Conn, wire.OpError, 0, wire.CodeInternal, "broker is shutting down; connect again later")
@@ -79,6 +88,9 @@ func (n *Node) onConnOpened(in *ConnOpened) {
 		return
 	}
 	n.conns[in.Conn] = &conn{id: in.Conn, loopback: in.Loopback, entropy: in.Entropy, phase: connHandshaking}
+	assertHold(len(n.conns) <= n.cfg.ConnectionsMax, "admission keeps connections within ConnectionsMax")
+	// nowMs never goes back, so deadlines are appended in order and the
+	// list needs no heap.
 	n.deadlines = append(n.deadlines, connDeadline{atMs: n.nowMs + n.cfg.HandshakeTimeoutMs, conn: in.Conn})
 	if len(n.deadlines) > 2*len(n.conns)+deadlinesCompactionSlack {
 		n.deadlines = slices.DeleteFunc(n.deadlines, func(d connDeadline) bool {
@@ -88,6 +100,8 @@ func (n *Node) onConnOpened(in *ConnOpened) {
 	}
 }
 
+// onConnClosed counts a connection down; an unbound one is forgotten with
+// it (a bound one's session hears of it from the driver).
 func (n *Node) onConnClosed(in *ConnClosed) {
 	c := n.conns[in.Conn]
 	if c == nil {
@@ -106,6 +120,12 @@ func (n *Node) expireHandshakes() {
 	for len(n.deadlines) > 0 && n.deadlines[0].atMs <= n.nowMs {
 		d := n.deadlines[0]
 		n.deadlines = n.deadlines[1:]
+		if mutant.On(mutant.NoHandshakeTimeout) {
+			continue // broken on purpose: a stalled peer holds its connection forever
+		}
+		// Only a connection still without a whole HELLO times out: one whose
+		// HELLO is held waits for the boot record, not for its peer, and a
+		// bound one is its session's to time out (auth, heartbeats).
 		if c := n.conns[d.conn]; c != nil && c.phase == connHandshaking {
 			n.closeConn(c)
 		}
@@ -115,6 +135,8 @@ func (n *Node) expireHandshakes() {
 	}
 }
 
+// closeConn asks the driver to close c; it stays counted until the driver
+// reports ConnClosed, since the socket is open until then.
 func (n *Node) closeConn(c *conn) {
 	if c.phase == connHelloHeld {
 		n.heldHellos--
@@ -123,6 +145,8 @@ func (n *Node) closeConn(c *conn) {
 	n.rd.Close = append(n.rd.Close, c.id)
 }
 
+// sendFrame queues one error-bodied frame (ERROR or HELLO_ERR) on a
+// connection no session owns yet.
 func (n *Node) sendFrame(id ConnID, op wire.Opcode, requestID uint64, code wire.ErrorCode, message string) {
 	frame := wire.AppendBodyFrame(nil, op, requestID, &wire.ErrorBody{Code: code, Message: message})
 	n.rd.Sends = append(n.rd.Sends, Send{Conn: id, Bytes: frame})
@@ -141,20 +165,24 @@ func (n *Node) onFrame(in *Frame) {
 	if c == nil || c.phase == connClosing {
 		return // closed, or closing: what it still sends is dropped
 	}
-	assertHold(c.phase != connBound, "a bound connection's frames go to its session")
 	hdr := in.Header
 	switch {
 	case in.Err != nil:
 		n.refuse(c, wire.OpError, hdr.RequestID, wire.CodeInvalid, "malformed frame: "+in.Err.Error())
 		return
-	case c.phase == connHelloHeld:
-		// Clients wait for HELLO_OK before their next frame (PROTOCOL 3.1).
+	case c.phase == connHelloHeld || c.phase == connBound:
+		// A second frame while the HELLO is held, or one read before the
+		// driver applied our Bind: either way the peer sent it before
+		// HELLO_OK, which no compliant client does (PROTOCOL 3.1: clients
+		// read each handshake reply before their next frame).
 		n.refuse(c, wire.OpError, hdr.RequestID, wire.CodeInvalid, "request before HELLO_OK: the handshake is synchronous")
 		return
 	case hdr.Opcode != wire.OpHello:
 		n.refuse(c, wire.OpError, hdr.RequestID, wire.CodeInvalid, msgNotHello)
 		return
 	}
+	// Checks 2 and 3 of the table; check 4 (resume) never fails, and check
+	// 5 (TLS client certificates) is not offered by this broker.
 	hello, err := wire.DecodeHello(in.Payload)
 	switch {
 	case err != nil:
@@ -165,6 +193,9 @@ func (n *Node) onFrame(in *Frame) {
 			fmt.Sprintf("unsupported protocol version %d: this broker speaks version 1", hello.ProtocolVersion))
 		return
 	}
+	// A session answered now could hand out delivery tags of a boot that a
+	// crash may still take back: hold the HELLO until the boot record is
+	// durable (normally one fsync after start).
 	if !n.bootDurable() {
 		if n.heldHellos >= hellosHeldMax {
 			n.refuse(c, wire.OpError, hdr.RequestID, wire.CodeInternal, "broker is starting; retry")
@@ -190,7 +221,7 @@ func (n *Node) answerHeldHellos() {
 			ids = append(ids, id)
 		}
 	}
-	slices.Sort(ids)
+	slices.Sort(ids) // map order must not decide the order of sessions
 	for _, id := range ids {
 		c := n.conns[id]
 		n.heldHellos--
@@ -203,8 +234,11 @@ func (n *Node) answerHeldHellos() {
 // and attaches the connection to a session.
 func (n *Node) resolveHello(c *conn, requestID uint64, resume wire.Optional[wire.ResumeIdentity]) {
 	assertHold(n.bootDurable(), "no handshake is answered before the boot record is durable")
+	assertHold(c.phase == connHandshaking || c.phase == connHelloHeld, "one HELLO per connection is resolved")
 	outcome := wire.ResumeNew
 	if resume.Present {
+		// Every comparison of a secret is constant-time: a peer must not
+		// learn a token byte by byte from how long a refusal takes.
 		id := resume.Value
 		outcome = wire.ResumeNotFound
 		if subtle.ConstantTimeCompare(id.OwnerID[:], n.state.ownerID[:]) != 1 {
@@ -253,6 +287,8 @@ func (n *Node) attachFresh(c *conn, requestID uint64, outcome wire.ResumeOutcome
 // with the next session id until it is not, so identities never collide
 // even when the entropy does (a simulator seed, a repeated AttachRefused).
 func (n *Node) mintIdentity(entropy [32]byte) (clientID, token [16]byte) {
+	// The two halves of 32 bytes of entropy: 122 random bits each once the
+	// version bits are set, as a UUIDv4.
 	copy(clientID[:], entropy[:16])
 	copy(token[:], entropy[16:])
 	setUUIDv4Bits(&clientID)
@@ -264,11 +300,14 @@ func (n *Node) mintIdentity(entropy [32]byte) (clientID, token [16]byte) {
 	return clientID, token
 }
 
+// clientIDTaken says whether a live session or a skeleton holds id.
 func (n *Node) clientIDTaken(id [16]byte) bool {
 	_, live := n.byClient[id]
 	return live || n.state.skeletons[id] != nil
 }
 
+// startSession mints the next session id and asks the driver to create
+// the Session machine (Ready.Start).
 func (n *Node) startSession(clientID, token [16]byte) *sessionEntry {
 	assertHold(n.lastSessionID < sessionSeqMax, "session ids stay below 2^40")
 	_, taken := n.byClient[clientID]
@@ -284,9 +323,14 @@ func (n *Node) startSession(clientID, token [16]byte) *sessionEntry {
 // attach binds c to s and hands s the transport (the session answers
 // HELLO_OK).
 func (n *Node) attach(c *conn, s *sessionEntry, requestID uint64, outcome wire.ResumeOutcome) {
+	assertHold(n.sessions[s.id] == s, "a connection is attached to a live session")
+	assertHold(c.phase != connClosing, "a closing connection is never attached")
+	// Bind before the Attach reaches the session (Ready order): every frame
+	// after the HELLO goes to the session, which answers HELLO_OK itself.
 	c.phase, c.session = connBound, s.id
 	n.rd.Bind = append(n.rd.Bind, Binding{Conn: c.id, Session: s.id})
 	n.send(SessionAddr(s.id), &Attach{Conn: c.id, Loopback: c.loopback, HelloRequestID: requestID, Outcome: outcome})
+	// A session attached during a drain is told at once, as the others were.
 	if n.draining {
 		n.send(SessionAddr(s.id), &ShuttingDown{GraceMs: n.drainGraceMs, Message: n.drainMessage})
 	}
@@ -312,6 +356,8 @@ func (n *Node) onSessionEnded(from Address) {
 	delete(n.sessions, s.id)
 	assertHold(n.byClient[s.clientID] == s.id, "the directory maps a session's client id to it")
 	delete(n.byClient, s.clientID)
+	// PROTOCOL 7.7: an ended session's skeleton is forgotten too, durably,
+	// so a restart cannot resurrect a session its client saw end.
 	if n.state.skeletons[s.clientID] != nil {
 		n.appendRecord(&record{kind: recordSkeletonRemoved, removed: s.clientID})
 	}
@@ -321,11 +367,21 @@ func (n *Node) onSessionEnded(from Address) {
 // nothing waits for its durability.
 func (n *Node) onSkeletonChanged(from Address, msg *SkeletonChanged) {
 	s := n.sessions[from.Session]
-	if s == nil || n.cfg.ResumeRestartTTLMs == 0 {
-		return
+	if s == nil || n.cfg.ResumeRestartTTLMs == 0 || n.storageBehind() {
+		return // best effort: a skeleton not saved costs a resume after restart at most
 	}
 	assertHold(len(msg.Subs) <= n.cfg.SubscriptionsPerSessionMax, "a skeleton is bounded by the session's subscriptions")
-	sk := &skeleton{clientID: s.clientID, token: s.token, savedAtMs: n.nowMs, subs: slices.Clone(msg.Subs)}
+	// The envelope's slice stays the session's: the record takes a copy,
+	// with groups normalised as every stored name is ("default" is "").
+	subs := make([]SkeletonSub, 0, len(msg.Subs))
+	for _, sub := range msg.Subs {
+		sub.Queue.Group = core.NormalizeGroup(sub.Queue.Group)
+		if validQueueKey(queueKey{Topic: sub.Queue.Topic, Group: sub.Queue.Group}) != nil {
+			continue // never a valid subscription: nothing to restore
+		}
+		subs = append(subs, sub)
+	}
+	sk := &skeleton{clientID: s.clientID, token: s.token, savedAtMs: n.nowMs, subs: subs}
 	n.appendRecord(&record{kind: recordSkeleton, skeleton: sk})
 	if at := n.nowMs + n.cfg.ResumeRestartTTLMs; n.skeletonSweepAtMs == 0 || at < n.skeletonSweepAtMs {
 		n.skeletonSweepAtMs = at
@@ -338,6 +394,8 @@ func (n *Node) expireSkeletons() {
 	if ttl == 0 || n.skeletonSweepAtMs == 0 || n.nowMs < n.skeletonSweepAtMs {
 		return
 	}
+	// One scan drops every expired skeleton and finds the next expiry; it
+	// runs only when one is due, not at every step.
 	n.skeletonSweepAtMs = 0
 	for _, id := range sortedClientIDs(n.state.skeletons) {
 		sk := n.state.skeletons[id]
@@ -351,6 +409,7 @@ func (n *Node) expireSkeletons() {
 	}
 }
 
+// nextSkeletonExpiryMs is when the next skeleton reaches the TTL (0: none).
 func (n *Node) nextSkeletonExpiryMs() int64 { return n.skeletonSweepAtMs }
 
 // onDrain tells every session the broker is going away.

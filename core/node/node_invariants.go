@@ -6,12 +6,16 @@ import "fmt"
 // invariant. It is O(state): the simulator and the tests call it after
 // every step; production does not.
 func (n *Node) CheckInvariants() error {
+	// The log: storage cannot have made durable what was never appended,
+	// and this process's boot record is in it.
 	if n.durableIndex > n.state.lastIndex {
 		return fmt.Errorf("durable index %d beyond last index %d", n.durableIndex, n.state.lastIndex)
 	}
 	if n.bootIndex == 0 || n.bootIndex > n.state.lastIndex || n.state.boot == 0 {
 		return fmt.Errorf("boot record %d (boot %d) not in the log (last %d)", n.bootIndex, n.state.boot, n.state.lastIndex)
 	}
+	// The gate: every action waits for a record not yet durable (else it
+	// would have been released), in index order.
 	for i, g := range n.gated {
 		if g.index <= n.durableIndex || g.index > n.state.lastIndex {
 			return fmt.Errorf("gated action %d waits for index %d (durable %d, last %d)", i, g.index, n.durableIndex, n.state.lastIndex)
@@ -29,6 +33,9 @@ func (n *Node) CheckInvariants() error {
 	return n.checkCatalog()
 }
 
+// checkConns: the admission limit holds, each connection is in one known
+// phase, bound ones name a session, and the held-HELLO count is exact and
+// only non-zero before the boot record is durable.
 func (n *Node) checkConns() error {
 	if len(n.conns) > n.cfg.ConnectionsMax {
 		return fmt.Errorf("%d connections open, limit %d", len(n.conns), n.cfg.ConnectionsMax)
@@ -52,6 +59,8 @@ func (n *Node) checkConns() error {
 	if held != n.heldHellos || held > hellosHeldMax {
 		return fmt.Errorf("%d HELLOs held, counted %d (limit %d)", held, n.heldHellos, hellosHeldMax)
 	}
+	// Deadlines are appended with a time that never goes back, so the list
+	// is sorted and expireHandshakes may stop at the first one in the future.
 	for i := 1; i < len(n.deadlines); i++ {
 		if n.deadlines[i-1].atMs > n.deadlines[i].atMs {
 			return fmt.Errorf("handshake deadlines out of order at %d", i)
@@ -60,6 +69,9 @@ func (n *Node) checkConns() error {
 	return nil
 }
 
+// checkDirectory: sessions and byClient are one directory (no session is
+// live in one and forgotten in the other), ids were minted here, and a
+// skeleton always has an expiry sweep scheduled.
 func (n *Node) checkDirectory() error {
 	if len(n.sessions) != len(n.byClient) {
 		return fmt.Errorf("%d sessions, %d client ids", len(n.sessions), len(n.byClient))
@@ -78,6 +90,11 @@ func (n *Node) checkDirectory() error {
 	return nil
 }
 
+// checkCatalog: the catalogue is within QueuesMax and well formed; a queue
+// being created has its entry and a record not yet durable; a partition
+// loading or loaded is in the catalogue, loading ones have waiters, loaded
+// ones none, and none was requested before the boot record was durable;
+// every dead-letter copy the Node holds is counted once.
 func (n *Node) checkCatalog() error {
 	if len(n.state.queues) > n.cfg.QueuesMax {
 		return fmt.Errorf("%d queues, limit %d", len(n.state.queues), n.cfg.QueuesMax)
@@ -122,6 +139,7 @@ func (n *Node) checkCatalog() error {
 	return nil
 }
 
+// countForwards counts the dead-letter copies among waiters.
 func countForwards(waiters []opener) int {
 	count := 0
 	for _, o := range waiters {

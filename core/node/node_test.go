@@ -249,6 +249,21 @@ func TestNodeSkeletonOlderThanTheTTLIsNotResumedAndIsDropped(t *testing.T) {
 	}
 }
 
+func TestNodeSkeletonNamesAreNormalised(t *testing.T) {
+	h := newNodeHarness(t, testNodeConfig())
+	_, sid, _, _ := h.hello(nil)
+	subs := []SkeletonSub{{Queue: core.QueueID{Topic: "jobs", Group: "default"}, Prefetch: 1}, {Queue: core.QueueID{Topic: "Bad"}}}
+	h.deliver(SessionAddr(sid), &SkeletonChanged{Subs: subs})
+	for _, sk := range h.n.state.skeletons {
+		if len(sk.subs) != 1 || sk.subs[0].Queue.Group != "" {
+			t.Fatalf("skeleton subs %+v", sk.subs)
+		}
+	}
+	if subs[0].Queue.Group != "default" {
+		t.Fatal("the session's slice was changed")
+	}
+}
+
 func TestNodeSkeletonsAreOffWithZeroTTL(t *testing.T) {
 	cfg := testNodeConfig()
 	cfg.ResumeRestartTTLMs = 0
@@ -405,6 +420,30 @@ func TestNodeDeclareAnswersOnceDurableAndKeepsThePartitionCount(t *testing.T) {
 	}
 	if o := h.openQueue(sid, "jobs", 3); o.Err != nil || o.Partitions != 4 {
 		t.Fatalf("partition 3 of 4: %+v", o)
+	}
+}
+
+func TestNodeDeclaresPushBackWhenStorageIsBehind(t *testing.T) {
+	h := newNodeHarness(t, testNodeConfig())
+	_, sid, _, _ := h.hello(nil)
+	h.autoPersist = false
+	for i := 0; i < recordsUnpersistedMax; i++ {
+		h.deliver(SessionAddr(sid), &DeclareQueue{Token: 1, Topic: "jobs", MaxRetries: u32(uint32(i % 2))})
+	}
+	e := h.deliver(SessionAddr(sid), &DeclareQueue{Token: 2, Topic: "jobs", MaxRetries: u32(7)})
+	if d, _ := envelopesOf[*Declared](e); len(d) != 1 || d[0].Err != core.ErrCatalogBehind || len(e.persist) != 0 {
+		t.Fatalf("a declare past the unpersisted limit: %+v", e)
+	}
+	if o := h.openQueue(sid, "new", 0); o.Err != core.ErrCatalogBehind {
+		t.Fatalf("a new queue past the unpersisted limit: %+v", o)
+	}
+	if e := h.deliver(SessionAddr(sid), &SkeletonChanged{}); len(e.persist) != 0 {
+		t.Fatal("a skeleton was saved past the unpersisted limit")
+	}
+	h.persist()
+	e = h.deliver(SessionAddr(sid), &DeclareQueue{Token: 3, Topic: "jobs", MaxRetries: u32(7)})
+	if len(e.persist) != 1 {
+		t.Fatal("declares did not resume once storage caught up")
 	}
 }
 
@@ -589,5 +628,28 @@ func TestNodeRefusesToStartFromACorruptRecord(t *testing.T) {
 	}
 	if _, err := NewNode(h.cfg, []byte("FNS1junk"), nil, entropyOf(1)); !errors.Is(err, ErrCorruptRecord) {
 		t.Fatalf("a corrupt snapshot: %v", err)
+	}
+}
+
+func TestNodeAFrameBeforeHelloOkIsRefused(t *testing.T) {
+	h := newNodeHarness(t, testNodeConfig())
+	// Bound: the driver read it before it applied the Bind.
+	id, _, _, _ := h.hello(nil)
+	e := h.step(&Frame{NowMs: h.now, Conn: id, Header: wire.Header{Opcode: wire.OpAuth, RequestID: 2}})
+	if f := decodeSends(t, e.sends); len(f) != 1 || f[0].body.Code != wire.CodeInvalid || len(e.close) != 1 {
+		t.Fatalf("a frame before HELLO_OK on a bound connection: %+v, close %v", f, e.close)
+	}
+	// Held: the HELLO waits for the boot record.
+	h.restart(2)
+	h.autoPersist = false
+	h.tick(0)
+	id = h.open()
+	h.step(helloFrame(h.now, id, 1, nil))
+	e = h.step(&Frame{NowMs: h.now, Conn: id, Header: wire.Header{Opcode: wire.OpAuth, RequestID: 2}})
+	if len(e.close) != 1 || h.n.heldHellos != 0 {
+		t.Fatalf("a frame before HELLO_OK on a held connection: close %v, %d held", e.close, h.n.heldHellos)
+	}
+	if e := h.persist(); len(e.start) != 0 {
+		t.Fatal("a refused connection's HELLO was answered")
 	}
 }

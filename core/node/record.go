@@ -123,6 +123,7 @@ func (s *durableState) apply(index uint64, r *record) {
 		e := *r.queue
 		s.queues[e.key] = &e
 	case recordSkeleton:
+		// Copied: the record's slice may be the envelope's or the decoder's.
 		sk := *r.skeleton
 		sk.subs = slices.Clone(sk.subs)
 		s.skeletons[sk.clientID] = &sk
@@ -134,7 +135,26 @@ func (s *durableState) apply(index uint64, r *record) {
 }
 
 // ---- encoding
+//
+// Record layout, big-endian, after the magic 0xFD, the version (1) and the
+// kind byte:
+//
+//	boot              u64 boot, [16]byte owner id
+//	queue             str topic, str group, u32 partitions,
+//	                  opt{u8 policy, str target topic, str target group},
+//	                  opt{u32 max retries}, opt{u64 default TTL ms}
+//	skeleton          [16]byte client id, [16]byte token, u64 saved at ms,
+//	                  u32 n, n x {str topic, str group, u32 partition,
+//	                  u32 prefetch, u8 auto-ack}
+//	skeleton removed  [16]byte client id
+//
+// str is a u32 length and UTF-8 bytes; opt is a presence byte (0 or 1) and,
+// when 1, the value. The snapshot is "FNS1", the version, u64 last index,
+// u64 boot, [16]byte owner id, u32 n and n queues, u32 m and m skeletons,
+// each list in sorted order. A new field or kind means a new version or
+// kind: old logs must stay readable, so nothing is ever renumbered.
 
+// appendRecord encodes r after dst.
 func appendRecord(dst []byte, r *record) []byte {
 	dst = append(dst, recordMagic, recordVersion, byte(r.kind))
 	switch r.kind {
@@ -153,11 +173,15 @@ func appendRecord(dst []byte, r *record) []byte {
 	return dst
 }
 
+// appendString writes a u32 length and the bytes.
 func appendString(dst []byte, s string) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(s)))
 	return append(dst, s...)
 }
 
+// appendCatalogEntry writes one whole queue entry: a queue record carries
+// the merged state, not the declare's patch, so the last record of a queue
+// is all a replay needs of it.
 func appendCatalogEntry(dst []byte, e *catalogEntry) []byte {
 	dst = appendString(dst, e.key.Topic)
 	dst = appendString(dst, e.key.Group)
@@ -182,6 +206,8 @@ func appendCatalogEntry(dst []byte, e *catalogEntry) []byte {
 	return binary.BigEndian.AppendUint64(dst, uint64(*e.settings.DefaultTTLMs))
 }
 
+// appendSkeleton writes one whole skeleton (the last one of a client id
+// wins, as for queues).
 func appendSkeleton(dst []byte, sk *skeleton) []byte {
 	dst = append(dst, sk.clientID[:]...)
 	dst = append(dst, sk.token[:]...)
@@ -221,6 +247,8 @@ func appendSnapshot(dst []byte, s *durableState) []byte {
 	return dst
 }
 
+// sortedQueueKeys lists a catalogue's keys by topic, then group: map order
+// must never reach an encoding or an effect.
 func sortedQueueKeys(m map[queueKey]*catalogEntry) []queueKey {
 	keys := make([]queueKey, 0, len(m))
 	for k := range m {
@@ -230,6 +258,7 @@ func sortedQueueKeys(m map[queueKey]*catalogEntry) []queueKey {
 	return keys
 }
 
+// compareQueueKeys orders queue keys by topic, then group.
 func compareQueueKeys(a, b queueKey) int {
 	switch {
 	case a.Topic < b.Topic:
@@ -244,6 +273,7 @@ func compareQueueKeys(a, b queueKey) int {
 	return 0
 }
 
+// sortedClientIDs lists skeleton client ids in byte order.
 func sortedClientIDs(m map[[16]byte]*skeleton) [][16]byte {
 	ids := make([][16]byte, 0, len(m))
 	for id := range m {
@@ -253,6 +283,8 @@ func sortedClientIDs(m map[[16]byte]*skeleton) [][16]byte {
 	return ids
 }
 
+// compareBytes is bytes.Compare, kept here so that the encoding's order is
+// spelled out next to it.
 func compareBytes(a, b []byte) int {
 	for i := range min(len(a), len(b)) {
 		if a[i] != b[i] {
@@ -269,6 +301,8 @@ func compareBytes(a, b []byte) int {
 
 // decodeRecord decodes one record that fills b exactly.
 func decodeRecord(b []byte) (*record, error) {
+	// Magic, then version: a record of a future format is refused by name
+	// rather than misread as this one.
 	d := decoder{b: b}
 	if d.u8() != recordMagic {
 		return nil, fmt.Errorf("%w: bad magic", ErrCorruptRecord)
@@ -281,6 +315,8 @@ func decodeRecord(b []byte) (*record, error) {
 	case recordBoot:
 		r.boot = d.u64()
 		d.fill(r.ownerID[:])
+		// Boot 0 is never written (the first boot is 1), and a counter past
+		// bootMax would overflow the tag floor.
 		if r.boot == 0 || r.boot > bootMax {
 			d.fail("boot counter out of range")
 		}
@@ -314,6 +350,8 @@ func decodeSnapshot(b []byte) (durableState, error) {
 	s.lastIndex = d.u64()
 	s.boot = d.u64()
 	d.fill(s.ownerID[:])
+	// Each list is checked whole: a queue or skeleton listed twice means the
+	// bytes are not a snapshot this code wrote.
 	count := d.count(9) // a queue entry takes at least 9 bytes
 	for i := uint32(0); i < count && d.err == nil; i++ {
 		e := d.catalogEntry()
@@ -343,12 +381,14 @@ type decoder struct {
 	err error
 }
 
+// fail records the first reason the record is corrupt.
 func (d *decoder) fail(why string) {
 	if d.err == nil {
 		d.err = fmt.Errorf("%w: %s", ErrCorruptRecord, why)
 	}
 }
 
+// take consumes n bytes, or fails when fewer remain.
 func (d *decoder) take(n int) []byte {
 	if d.err != nil || n < 0 || len(d.b) < n {
 		d.fail("short record")
@@ -359,12 +399,14 @@ func (d *decoder) take(n int) []byte {
 	return out
 }
 
+// fill copies the next len(dst) bytes into dst (identities).
 func (d *decoder) fill(dst []byte) {
 	if b := d.take(len(dst)); b != nil {
 		copy(dst, b)
 	}
 }
 
+// u8, u32 and u64 read big-endian integers (zero once failed).
 func (d *decoder) u8() uint8 {
 	if b := d.take(1); b != nil {
 		return b[0]
@@ -397,6 +439,8 @@ func (d *decoder) count(minBytes int) uint32 {
 	return n
 }
 
+// str reads a u32 length and that many bytes of valid UTF-8; the length is
+// checked against what remains before anything is allocated.
 func (d *decoder) str() string {
 	n := d.u32()
 	if uint64(n) > uint64(len(d.b)) {
@@ -410,6 +454,8 @@ func (d *decoder) str() string {
 	return s
 }
 
+// flag reads a presence byte: 0 or 1, anything else is corrupt (so a
+// flipped bit is not read as a present field).
 func (d *decoder) flag() bool {
 	switch d.u8() {
 	case 0:
@@ -430,6 +476,9 @@ func (d *decoder) queueName() queueKey {
 	return k
 }
 
+// catalogEntry reads and checks one queue entry as a declare would have
+// accepted it: a valid name, at least one partition, a known policy whose
+// target is valid when custom and absent otherwise, a TTL not negative.
 func (d *decoder) catalogEntry() *catalogEntry {
 	e := &catalogEntry{key: d.queueName(), partitions: d.u32()}
 	if d.err == nil && e.partitions == 0 {
@@ -462,6 +511,8 @@ func (d *decoder) catalogEntry() *catalogEntry {
 	return e
 }
 
+// skeleton reads one skeleton; its subscription count is bounded by what
+// remains of the record.
 func (d *decoder) skeleton() *skeleton {
 	sk := &skeleton{}
 	d.fill(sk.clientID[:])
@@ -477,6 +528,8 @@ func (d *decoder) skeleton() *skeleton {
 	return sk
 }
 
+// finish reports the first failure, or trailing bytes: a record fills its
+// frame exactly.
 func (d *decoder) finish() error {
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("trailing bytes")
