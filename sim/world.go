@@ -8,8 +8,8 @@ import (
 	"github.com/fibril-go/fibril/core/node"
 )
 
-// The world is one run: the event queue, the true clock, the network, the
-// nodes and the clients, all driven from one goroutine. Invariants:
+// The world is one run: the event queue, the true clock, the fabric, the
+// brokers and the peers, all driven from one event loop. Invariants:
 //   - every choice comes from Rand streams forked from the run's seed, and
 //     every iteration whose order matters goes over slices, never maps;
 //   - the safety phase runs with the scenario's faults, the liveness phase
@@ -24,7 +24,8 @@ const (
 	phaseDone
 )
 
-// partSpec is one partition of the catalogue every node agrees on.
+// partSpec is one partition of the scenario's queues (the declarer
+// declares them; the checker names partitions by catalogue index + 1).
 type partSpec struct {
 	queue    QueueConfig
 	queueIdx int
@@ -75,7 +76,7 @@ type RunStats struct {
 	Crashes      uint64 // process crashes (page cache kept)
 	PowerLosses  uint64 // power losses (unsynced data dropped)
 	Snapshots    uint64
-	Spills       uint64 // payloads the nodes dropped from memory and resolved again
+	Spills       uint64 // spilled payloads read back from storage (deliveries, dead-letter copies)
 	Steps        uint64
 	Events       uint64
 	SimMs        int64
