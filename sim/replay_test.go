@@ -1,5 +1,9 @@
 package sim_test
 
+// A replay helper: SC=scenario SEED=n [SWARM=1] [LIM=events] go test ./sim
+// -run TestReplayPrintsEvents -v prints a run's history one line per event
+// and fails when the checker does.
+
 import (
 	"fmt"
 	"os"
@@ -61,6 +65,9 @@ func TestReplayPrintsEvents(t *testing.T) {
 	o := sim.RunChecked(sc, seed, sim.Options{CheckInvariants: true, Swarm: os.Getenv("SWARM") != ""})
 	t.Logf("aborted=%q drained=%v stats=%+v", o.Result.Aborted, o.Result.Drained, o.Result.Stats)
 	t.Logf("%s", o.Report.Summary(20))
+	if !o.OK() {
+		t.Errorf("seed %d of %s fails the checker (replay: %s)", seed, name, o.Result.ReplayCommand())
+	}
 	n := len(o.Result.History.Events)
 	lim := 80
 	fmt.Sscan(os.Getenv("LIM"), &lim)
