@@ -58,6 +58,9 @@ const (
 	// how long (true ms) since it lost that session's link and Index2 the
 	// longest gap the run's grace surely covers (0: no claim).
 	KindAttach
+	// KindConnClosed: node: the broker learned that a client's connection
+	// is gone (Client names the client).
+	KindConnClosed
 	kindCount
 )
 
@@ -69,7 +72,7 @@ var kindNames = [...]string{
 	KindAccept: "accept", KindConfirm: "confirm", KindDeliver: "deliver", KindEntry: "entry",
 	KindSubEnd: "sub_end", KindSettled: "settled", KindCrash: "crash", KindRecover: "recover",
 	KindFinal: "final", KindFault: "fault", KindPhase: "phase", KindDeadLock: "stuck",
-	KindNote: "note", KindAbort: "abort", KindSubStart: "sub_start", KindClientDeliver: "client_deliver", KindAttach: "attach",
+	KindNote: "note", KindAbort: "abort", KindSubStart: "sub_start", KindClientDeliver: "client_deliver", KindAttach: "attach", KindConnClosed: "conn_closed",
 }
 
 func (k Kind) String() string {

@@ -19,6 +19,10 @@ import (
 //   7.7 after a session ends (grace expired), its deliveries come back at
 //      once: the lease of every delivery its subscriptions held ends by
 //      the requeue of the unsubscribe, not by lease expiry later;
+//   7.7 new deliveries wait for a transport: an auto-ack delivery made
+//      after the broker learned its session's connection was gone must
+//      reach the client once it resumes (the defect: a dormant session was handed deliveries
+//      that auto-ack settled and nobody saw), unless that link drops too;
 //   7.7 a late ack settles: an ack sent on a resumed attachment for a tag
 //      of an earlier one is what ends that lease, unless the lease expired
 //      first or the link that carried it dropped before the lease ended.
@@ -51,11 +55,20 @@ type sessionChecker struct {
 	// those of a subscription that ended, waiting for their requeue.
 	held  map[uint64]map[msgKey]bool
 	ended map[msgKey]uint64 // -> seq of the sub end
+	// Auto-ack deliveries made while the owner had no link: owner maps a
+	// sub to its client, linkUp says whether a client is attached now,
+	// dormant holds the deliveries (by sub and tag) until the client gets
+	// them; expected marks those due on the client's current attachment.
+	owner    map[uint64]uint32
+	linkUp   map[uint32]bool
+	dormant  map[tagKey]*Event
+	expected map[tagKey]bool
 }
 
 func newSessionChecker(h *History) *sessionChecker {
 	return &sessionChecker{h: h, acked: map[clientTag]uint64{}, delivered: map[tagKey]*Event{}, waiting: map[msgKey]lateAck{}, attachedAt: map[uint32]uint64{},
-		held: map[uint64]map[msgKey]bool{}, ended: map[msgKey]uint64{}}
+		held: map[uint64]map[msgKey]bool{}, ended: map[msgKey]uint64{},
+		owner: map[uint64]uint32{}, linkUp: map[uint32]bool{}, dormant: map[tagKey]*Event{}, expected: map[tagKey]bool{}}
 }
 
 func (c *sessionChecker) fail(item int, check string, e *Event, subject, format string, args ...any) {
@@ -75,10 +88,58 @@ func (c *sessionChecker) run() []Violation {
 	for i := range c.h.Events {
 		c.event(&c.h.Events[i])
 	}
+	for k, e := range c.dormant {
+		if c.expected[k] {
+			c.fail(1, "dormant_delivery", e, fmt.Sprintf("%s msg %d", c.h.PartName(e.Part), e.MsgID),
+				"auto-ack delivery tag %d of sub %d was made while its client had no link, and the client never got it after resuming", e.Tag, e.Sub)
+		}
+	}
 	return c.violations
 }
 
+// dormantEvent follows auto-ack deliveries made while the owner was away.
+func (c *sessionChecker) dormantEvent(e *Event) {
+	switch e.Kind {
+	case KindSubscribeReturn:
+		if e.Ok && e.Sub != 0 {
+			c.owner[e.Sub] = e.Client
+		}
+	case KindDeliver:
+		if client, ok := c.owner[e.Sub]; ok && e.AutoAck && !c.linkUp[client] {
+			c.dormant[tagKey{e.Sub, e.Tag}] = e
+		}
+	case KindClientDeliver:
+		k := tagKey{e.Sub, e.Tag}
+		delete(c.dormant, k)
+		delete(c.expected, k)
+	case KindAttach:
+		c.linkUp[e.Client] = true
+		for k, d := range c.dormant {
+			if c.owner[d.Sub] != e.Client {
+				continue
+			}
+			if e.Outcome == "resumed" {
+				c.expected[k] = true
+			} else {
+				delete(c.dormant, k) // a new session: the old one's deliveries are gone with it
+				delete(c.expected, k)
+			}
+		}
+	case KindConnClosed:
+		c.linkUp[e.Client] = false // the broker knows: the session is dormant or ended
+	case KindDisconnect:
+		for k := range c.expected {
+			if c.owner[k.sub] == e.Client {
+				delete(c.expected, k) // still due on the next resumed attachment
+			}
+		}
+	case KindCrash:
+		c.dormant, c.expected = map[tagKey]*Event{}, map[tagKey]bool{}
+	}
+}
+
 func (c *sessionChecker) event(e *Event) {
+	c.dormantEvent(e)
 	switch e.Kind {
 	case KindCrash:
 		if e.Seq > c.lastCrash {

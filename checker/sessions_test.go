@@ -87,3 +87,25 @@ func TestEndedSubscriptionRequeuesAtOnce(t *testing.T) {
 		t.Fatalf("an ended subscription's delivery left to expire was not flagged: %v", v)
 	}
 }
+
+func TestDormantDeliveryReachesTheResumedClient(t *testing.T) {
+	mk := func(received bool) *History {
+		b := newBuilder().published(Event{})
+		b.add(Event{Kind: KindAttach, Client: 2, Outcome: "new"})
+		b.add(Event{Kind: KindSubscribeReturn, Client: 2, Op: 7, Sub: 1, Ok: true})
+		b.add(Event{Kind: KindDisconnect, Client: 2})
+		b.add(Event{Kind: KindConnClosed, Client: 2})
+		b.add(Event{Kind: deliver, MsgID: 1, Tag: 5, Sub: 1, Index: 2, NowMs: clock0, AutoAck: true})
+		b.add(Event{Kind: KindAttach, Client: 2, Outcome: "resumed"})
+		if received {
+			b.add(Event{Kind: KindClientDeliver, Client: 2, MsgID: 1, Sub: 1, Tag: 5})
+		}
+		return &b.h
+	}
+	if v := sessionViolations(mk(true), "dormant_delivery"); len(v) != 0 {
+		t.Fatalf("a held delivery sent on resume was flagged: %v", v)
+	}
+	if v := sessionViolations(mk(false), "dormant_delivery"); len(v) != 1 {
+		t.Fatalf("an auto-ack delivery lost in a dormant session was not flagged: %v", v)
+	}
+}

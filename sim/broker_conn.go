@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/fibril-go/fibril/checker"
 	"github.com/fibril-go/fibril/core/node"
 	"github.com/fibril-go/fibril/transport/wire"
 )
@@ -155,6 +156,7 @@ func (b *Broker) connClosed(c *brokerConn) {
 		return
 	}
 	delete(b.conns, c.id)
+	b.w.rec.add(checker.Event{Kind: checker.KindConnClosed, Node: b.id, Client: c.link.peer.id})
 	conn, sid := node.ConnID(c.id), c.session
 	b.later(0, func() {
 		b.stepNode(&node.ConnClosed{NowMs: b.nowMs(), Conn: conn}, "conn_closed")
