@@ -5,7 +5,8 @@ package scenarios
 // over the size cap, that write frames in pieces with pauses; consumers
 // that stop reading so the broker's outbox fills past its bound. The broker
 // must close the stalled ones at its handshake and auth timeouts (the
-// defect: it held them forever), refuse the oversized frame, reassemble
+// defect: it held them forever), refuse connections past its limit while
+// they hold slots, refuse the oversized frame, reassemble
 // split frames, and cut a consumer whose outbox overflows (the session
 // goes dormant, its deliveries come back).
 
@@ -26,6 +27,11 @@ func StalledClients() *sim.Scenario {
 	w.LargePayloadRatio = 0.6
 	w.DisconnectRatio = 0.01
 	s.Broker.OutboxBytesMax = 2 * 16 << 10
+	// Three rogues hold connection slots with stalled links: the six
+	// clients and them share eight, so admission refuses some until the
+	// handshake and auth timeouts free them.
+	w.Rogues = 3
+	s.Broker.ConnectionsMax = 8
 	s.Schedule = []sim.ScheduledFault{
 		{AtMs: 1000, Kind: sim.FaultSlowConsumers, Ratio: 0.6, DurationMs: 1500},
 		{AtMs: 3000, Kind: sim.FaultSlowConsumers, Ratio: 0.6, DurationMs: 2500},

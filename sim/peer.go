@@ -81,6 +81,7 @@ const (
 	roleProducer peerRole = iota + 1
 	roleConsumer
 	roleDeclarer
+	roleRogue // opens only misbehaving links, in the safety phase
 )
 
 type peerState uint8
@@ -164,6 +165,10 @@ func (p *Peer) connect() {
 	if p.link != nil || p.w.stopped || p.retired {
 		return
 	}
+	if p.role == roleRogue && p.w.phase != phaseSafety {
+		p.retired = true // rogues leave with the faults
+		return
+	}
 	l := p.w.fabric.newLink(p, p.broker)
 	p.link, p.rx, p.state, p.nextReq = l, nil, stateHello, 0
 	p.pending = map[uint64]*peerOp{}
@@ -202,6 +207,9 @@ func (p *Peer) connect() {
 func (p *Peer) drawMode() linkMode {
 	if p.w.phase != phaseSafety || p.role == roleDeclarer {
 		return modeNormal
+	}
+	if p.role == roleRogue {
+		return []linkMode{modeStallHeader, modeNoAuth, modeTooLargeHead}[p.rng.Intn(3)]
 	}
 	f := &p.w.faults
 	switch r := p.rng.Float64(); {

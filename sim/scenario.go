@@ -36,6 +36,7 @@ type BrokerKnobs struct {
 	ResidentPayloadBytesMax int64
 	SnapshotEntriesMin      int
 	DeadLetterRetryMaxMs    int64
+	ConnectionsMax          int // admission: one more is refused (ERROR 500)
 }
 
 // QueueConfig declares one queue on every node that hosts it.
@@ -58,6 +59,9 @@ type QueueConfig struct {
 type Workload struct {
 	Producers int
 	Consumers int
+	// Rogues open only misbehaving links (partial HELLO headers, no AUTH,
+	// oversized frames) during the safety phase, holding connection slots.
+	Rogues int
 
 	MessagesPerProducer    int   // publish budget per producer
 	PublishIntervalMinMs   int64 // gap between two publishes of one producer

@@ -55,6 +55,9 @@ func (w *World) nodeConfig() node.Config {
 	if k.OutboxBytesMax != 0 {
 		cfg.OutboxBytesMax = k.OutboxBytesMax
 	}
+	if k.ConnectionsMax != 0 {
+		cfg.ConnectionsMax = k.ConnectionsMax
+	}
 	if k.SnapshotEntriesMin != 0 {
 		cfg.SnapshotEntriesMin = k.SnapshotEntriesMin
 	}
@@ -105,6 +108,10 @@ func (w *World) setupBrokers() {
 	for i := 0; i < sc.Workload.Consumers; i++ {
 		id++
 		w.peers = append(w.peers, newPeer(w, id, roleConsumer, b, w.rng.Fork()))
+	}
+	for i := 0; i < sc.Workload.Rogues; i++ {
+		id++
+		w.peers = append(w.peers, newPeer(w, id, roleRogue, b, w.rng.Fork()))
 	}
 	id++
 	w.declarer = newPeer(w, id, roleDeclarer, b, w.rng.Fork())
