@@ -282,12 +282,7 @@ func (s *brokerStore) startRound() {
 	if s.b.maybeCrash() {
 		return
 	}
-	type job struct {
-		st    *partStore
-		round []core.Entry
-		snap  *storage.SnapshotRequest
-	}
-	var jobs []job
+	var jobs []roundJob
 	nowNs := s.nowNs()
 	waitNs := int64(-1)
 	for _, st := range s.partOrder {
@@ -302,7 +297,7 @@ func (s *brokerStore) startRound() {
 		}
 		round, snap := st.planner.TakeRound(st.buf[:0], nowNs, st.log.LastIndex())
 		st.buf = round
-		jobs = append(jobs, job{st: st, round: round, snap: snap})
+		jobs = append(jobs, roundJob{st: st, round: round, snap: snap})
 	}
 	if len(jobs) == 0 && len(s.nodePending) == 0 {
 		s.round.scheduled = false
@@ -318,37 +313,49 @@ func (s *brokerStore) startRound() {
 	s.setFaults()
 	g := s.fs.gate
 	g.active, g.running = true, true
-	go func() {
-		defer func() {
-			g.running = false
-			g.toMain <- gateDone
-		}()
-		if len(nodeRecords) > 0 {
-			if err := s.nodeLog.Append(nodeRecords); err != nil {
-				s.roundErr = err
-				return
-			}
-			if err := s.nodeLog.Sync(); err != nil {
-				s.roundErr = err
-				return
-			}
-			s.reports = append(s.reports, roundReport{upTo: nodeRecords[len(nodeRecords)-1].Index})
-		}
-		for _, j := range jobs {
-			st := j.st
-			_, err := st.planner.WriteRound(st.log, j.round, j.snap, func(upTo uint64, stored []storage.StoredPayload, _ storage.RoundStats) {
-				s.reports = append(s.reports, roundReport{part: st, upTo: upTo, stored: stored})
-			})
-			if err != nil {
-				s.roundErr = err
-				return
-			}
-			if j.snap != nil {
-				s.reports = append(s.reports, roundReport{part: st, snapshot: true, snapIdx: j.snap.Index})
-			}
-		}
-	}()
+	go s.runRound(nodeRecords, jobs)
 	s.awaitWorker()
+}
+
+// roundJob is one partition's share of a round.
+type roundJob struct {
+	st    *partStore
+	round []core.Entry
+	snap  *storage.SnapshotRequest
+}
+
+// runRound is the round's worker: the Node's records, then each
+// partition's round through the Planner; its fsyncs block on the gate.
+func (s *brokerStore) runRound(nodeRecords []storage.Record, jobs []roundJob) {
+	g := s.fs.gate
+	defer func() {
+		g.running = false
+		g.toMain <- gateDone
+	}()
+	if len(nodeRecords) > 0 {
+		if err := s.nodeLog.Append(nodeRecords); err != nil {
+			s.roundErr = err
+			return
+		}
+		if err := s.nodeLog.Sync(); err != nil {
+			s.roundErr = err
+			return
+		}
+		s.reports = append(s.reports, roundReport{upTo: nodeRecords[len(nodeRecords)-1].Index})
+	}
+	for _, j := range jobs {
+		st := j.st
+		_, err := st.planner.WriteRound(st.log, j.round, j.snap, func(upTo uint64, stored []storage.StoredPayload, _ storage.RoundStats) {
+			s.reports = append(s.reports, roundReport{part: st, upTo: upTo, stored: stored})
+		})
+		if err != nil {
+			s.roundErr = err
+			return
+		}
+		if j.snap != nil {
+			s.reports = append(s.reports, roundReport{part: st, snapshot: true, snapIdx: j.snap.Index})
+		}
+	}
 }
 
 // awaitWorker waits for the round's worker to block in an fsync or finish,
