@@ -134,7 +134,8 @@ func (c *sessionChecker) dormantEvent(e *Event) {
 			}
 		}
 	case KindCrash:
-		c.dormant, c.expected = map[tagKey]*Event{}, map[tagKey]bool{}
+		// Sub ids start over in a new process: owners too.
+		c.dormant, c.expected, c.owner = map[tagKey]*Event{}, map[tagKey]bool{}, map[uint64]uint32{}
 	}
 }
 

@@ -393,9 +393,20 @@ func (p *Peer) onHelloOk(h wire.Header, m wire.HelloOk) {
 	p.attachGen++
 	p.outcome = m.ResumeOutcome
 	p.recordAttach(m.ResumeOutcome)
-	if m.ResumeOutcome != wire.ResumeResumed {
-		// A fresh session (7.7): every tag held is stale, every
-		// subscription gone.
+	switch m.ResumeOutcome {
+	case wire.ResumeResumed:
+	case wire.ResumeResumedAfterRestart:
+		// The same identity in a fresh, empty session (7.7): every tag
+		// held is stale, but the subscriptions are remembered and
+		// reconciled (restored server-side) after AUTH.
+		p.sessionGen++
+		p.late = nil
+		for _, s := range p.subs {
+			s.gen++
+			s.batch, s.pending = nil, false
+		}
+	default:
+		// A fresh session: every tag held is stale, every subscription gone.
 		p.sessionGen++
 		p.late = nil
 		for _, s := range p.subs {
@@ -457,8 +468,9 @@ func (p *Peer) onAuthOk() {
 	}
 	// A resumed consumer always reconciles, even with nothing to list: a
 	// subscribe whose answer the dropped link lost may exist on the server
-	// (it is then closed server-side, close_server_side).
-	if p.role == roleConsumer && p.outcome == wire.ResumeResumed {
+	// (it is then closed server-side, close_server_side). After a restart
+	// the reconcile restores what the peer remembers (server_restored).
+	if p.role == roleConsumer && (p.outcome == wire.ResumeResumed || p.outcome == wire.ResumeResumedAfterRestart) {
 		p.reconcile()
 		return
 	}

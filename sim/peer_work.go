@@ -380,13 +380,21 @@ func (p *Peer) onReconcileResult(h wire.Header, m wire.ReconcileResult) {
 	if op.sub != nil {
 		p.w.rec.add(checker.Event{Kind: checker.KindUnsubscribeReturn, Client: p.id, Op: op.op, Part: op.part + 1, Ok: true})
 	}
+	// Match every entry against the ids the peer listed before re-keying
+	// any: a restarted broker mints ids that may equal other old ones.
+	listed := map[uint64]*peerSub{}
+	for _, s := range p.subs {
+		if s.id != 0 {
+			listed[s.id] = s
+		}
+	}
 	kept := map[*peerSub]bool{}
 	for _, e := range m.Entries {
 		client, ok := e.Client.Get()
 		if !ok {
 			continue // close_server_side: a subscription the peer did not list
 		}
-		s := p.subByID(client.SubID)
+		s := listed[client.SubID]
 		if s == nil {
 			continue
 		}
