@@ -115,10 +115,15 @@ func (b *Broker) flush(c *brokerConn) {
 		b.written(c, taken)
 	}
 	if c.closing && len(c.outbox) == 0 {
-		b.w.fabric.brokerClose(l, "closed by the broker")
+		b.w.fabric.brokerClose(l, whyClosedByBroker)
 		b.connClosed(c)
 	}
 }
+
+// whyClosedByBroker is why a peer's link ended when a machine closed it
+// (Ready.Close): the session may have ended, so the peer claims nothing
+// about finding it again.
+const whyClosedByBroker = "closed by the broker"
 
 // chunkBytesMax bounds one write to the network, as a socket write of a
 // large buffer goes out in segments.

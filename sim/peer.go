@@ -292,7 +292,9 @@ func (p *Peer) onLinkLost(l *Link, why string) {
 func (p *Peer) lost(why string) {
 	p.w.rec.add(checker.Event{Kind: checker.KindDisconnect, Client: p.id, Text: why})
 	p.lostAtMs = p.w.nowMs
-	p.lostAuthed = p.state == stateReady || p.state == stateReconcile
+	// A session the broker closed itself may have ended (a protocol error,
+	// a drain); one whose link merely dropped stays dormant for the grace.
+	p.lostAuthed = (p.state == stateReady || p.state == stateReconcile) && why != whyClosedByBroker
 	p.link, p.state, p.pending, p.rx, p.tail, p.unread = nil, stateDown, nil, nil, nil, nil
 	p.outstandingConfirms = 0
 	for _, s := range p.subs {
