@@ -293,7 +293,11 @@ func (p *Peer) lost(why string) {
 	p.w.rec.add(checker.Event{Kind: checker.KindDisconnect, Client: p.id, Text: why})
 	p.lostAtMs = p.w.nowMs
 	// A session the broker closed itself may have ended (a protocol error,
-	// a drain); one whose link merely dropped stays dormant for the grace.
+	// a drain) or moved: a late HELLO of a link this peer had abandoned
+	// (delayed by retransmissions) resumes the session onto that link and
+	// the broker closes this one, and the session's grace then runs from
+	// when the abandoned link died (swarm seed 1144 of steady). A session
+	// whose link merely dropped stays dormant for the grace.
 	p.lostAuthed = (p.state == stateReady || p.state == stateReconcile) && why != whyClosedByBroker
 	p.link, p.state, p.pending, p.rx, p.tail, p.unread = nil, stateDown, nil, nil, nil, nil
 	p.outstandingConfirms = 0
