@@ -50,6 +50,17 @@ const (
 	KindDeadLock // liveness: the run ended with work left (Text says what)
 	KindNote     // a remark for readers (restarts, heals)
 	KindAbort    // the run stopped early: a core invariant or assertion broke (Text)
+	// Appended for the node-core driver.
+	KindSubStart      // node: a partition took a subscription (Sub, Prefetch, AutoAck)
+	KindClientDeliver // client: a DELIVER frame reached the client (Sub, Tag, MsgID)
+	// KindAttach: client: HELLO_OK arrived. Outcome names the resume outcome;
+	// when the client presented a session that was authenticated, AtMs2 is
+	// how long (true ms) since it lost that session's link and Index2 the
+	// longest gap the run's grace surely covers (0: no claim).
+	KindAttach
+	// KindConnClosed: node: the broker learned that a client's connection
+	// is gone (Client names the client).
+	KindConnClosed
 	kindCount
 )
 
@@ -61,7 +72,7 @@ var kindNames = [...]string{
 	KindAccept: "accept", KindConfirm: "confirm", KindDeliver: "deliver", KindEntry: "entry",
 	KindSubEnd: "sub_end", KindSettled: "settled", KindCrash: "crash", KindRecover: "recover",
 	KindFinal: "final", KindFault: "fault", KindPhase: "phase", KindDeadLock: "stuck",
-	KindNote: "note", KindAbort: "abort",
+	KindNote: "note", KindAbort: "abort", KindSubStart: "sub_start", KindClientDeliver: "client_deliver", KindAttach: "attach", KindConnClosed: "conn_closed",
 }
 
 func (k Kind) String() string {
@@ -197,6 +208,8 @@ type Meta struct {
 	Queues      []QueueSpec     `json:"queues"`
 	Partitions  []PartitionSpec `json:"partitions"`
 	Replay      string          `json:"replay"` // the command that replays this run
+	// ReconnectGraceMs is the brokers' reconnect grace (node-core runs).
+	ReconnectGraceMs int64 `json:"reconnect_grace_ms,omitempty"`
 }
 
 // FormatVersion names the history file format.

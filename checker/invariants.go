@@ -136,8 +136,12 @@ func (c *invariantChecker) event(e *Event) {
 		}
 	case KindConfirm:
 		c.confirmed[c.key(e)] = e.Offset
-	case KindSubscribeCall:
-		c.subs[e.Sub] = &subInfo{part: e.Part, prefetch: c.effectivePrefetch(e.Prefetch), autoAck: e.AutoAck, held: map[uint64]bool{}}
+	case KindSubscribeCall, KindSubStart:
+		// Old histories name the sub at the client's call; the node-core
+		// driver records the partition taking it (the broker mints ids).
+		if e.Sub != 0 {
+			c.subs[e.Sub] = &subInfo{part: e.Part, prefetch: c.effectivePrefetch(e.Prefetch), autoAck: e.AutoAck, held: map[uint64]bool{}}
+		}
 	case KindSubEnd:
 		c.endSub(e.Sub)
 	case KindSettleCall:

@@ -24,6 +24,12 @@ func All() []*sim.Scenario {
 		DeadLetterAfterRetries(),
 		TornWriteRecovery(),
 		FlakyClientConnections(),
+		PowerLoss(),
+		StorageFaults(),
+		DeadLetterTargetTrouble(),
+		SessionsResume(),
+		StalledClients(),
+		SnapshotsUnderLoad(),
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 )
 
 // sweepSeeds is the CI sweep: seed i runs scenario i mod len(All()), half of
-// them in swarm mode, with CheckInvariants after every Step. -short runs a
-// tenth of it.
+// them in swarm mode, with CheckInvariants after every Step of every
+// machine. -short runs a tenth of it.
 const sweepSeeds = 560
 
 func TestSweep(t *testing.T) {
@@ -36,11 +36,20 @@ func TestSweep(t *testing.T) {
 				}
 			},
 		})
-		t.Logf("swarm=%v: runs %d, simulated client ops %d, faults injected %d (crashes %d), payloads spilled %d, violations %d, simulated %.0fs, wall %v",
-			swarm, summary.Runs, summary.ClientOps, summary.FaultsInjected, summary.Crashes, summary.Spills, summary.Violations,
-			float64(summary.SimMs)/1000, summary.Wall)
+		t.Logf("swarm=%v: runs %d, simulated client ops %d, faults injected %d (crashes %d, power losses %d), snapshots %d, payloads read back %d, violations %d, simulated %.0fs, wall %v\n  faults by kind: %s",
+			swarm, summary.Runs, summary.ClientOps, summary.FaultsInjected, summary.Crashes, summary.PowerLosses, summary.Snapshots,
+			summary.Spills, summary.Violations, float64(summary.SimMs)/1000, summary.Wall, summary.FaultsLine())
+		// The sweep must exercise what it claims to.
 		if summary.Spills == 0 {
-			t.Errorf("swarm=%v: no payload was spilled: the sweep does not exercise stored bodies", swarm)
+			t.Errorf("swarm=%v: no payload was read back from storage: the sweep does not exercise stored bodies", swarm)
+		}
+		for _, kind := range []string{"crash", "power-loss", "torn-tail", "fsync-error", "stalled-handshake", "no-auth", "load-failure"} {
+			if summary.FaultsByKind[kind] == 0 {
+				t.Errorf("swarm=%v: no %s fault in the sweep", swarm, kind)
+			}
+		}
+		if summary.Snapshots == 0 {
+			t.Errorf("swarm=%v: no snapshot was taken", swarm)
 		}
 	}
 }

@@ -45,3 +45,10 @@ func (c *Clock) wakeAfterMs(simMs, targetMs int64) int64 {
 	}
 	return delayMs
 }
+
+func drawClock(rng *Rand, f *Faults) Clock {
+	return Clock{
+		offsetMs: rng.RangeInt64(-f.ClockOffsetMaxMs, f.ClockOffsetMaxMs),
+		driftPpm: rng.RangeInt64(-f.ClockDriftMaxPpm, f.ClockDriftMaxPpm),
+	}
+}

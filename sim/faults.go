@@ -31,14 +31,28 @@ type Faults struct {
 	PartitionClientsRatio   float64 // share of clients on the far side
 
 	// Node process and disk.
-	CrashProbabilityPerStep float64 // per node step (packet, timer, fsync)
+	CrashProbabilityPerStep float64 // per machine step, round start and fsync completion
 	CrashAfterFsyncRatio    float64 // per fsync: crash once durable, before Persisted is fed
 	RestartDelayMinMs       int64
 	RestartDelayMaxMs       int64
-	TornWriteRatio          float64 // per crash: part of the unsynced tail reaches disk, torn
 	FsyncLatencyMinMs       int64
 	FsyncLatencyMaxMs       int64
 	GroupCommitWindowMs     int64 // appends wait up to this long to share an fsync
+
+	// Broker process, storage and machines (the node-core driver).
+	PowerLossRatio     float64 // share of crashes that are power losses (unsynced data dropped, torn tails)
+	FsyncErrorRatio    float64 // per sync round: the fsync fails (the process fails and recovers)
+	BitRotRatio        float64 // per stored-payload read: a flipped bit the checksum catches
+	EnvelopeDelayMaxMs int64   // delay of one machine-to-machine envelope, 0..this
+	LoadDelayMaxMs     int64   // time a partition load takes, 0..this
+	LoadFailRatio      float64 // per partition load: it fails (the Node retries later)
+
+	// Misbehaving clients, per connection.
+	StalledHandshakeRatio float64 // sends part of a HELLO header, then nothing
+	NoAuthRatio           float64 // HELLO, then only PINGs, never AUTH
+	OversizeFrameRatio    float64 // announces a frame over the size cap
+	SplitWriteRatio       float64 // per frame: written in two chunks with a pause between
+	SplitWriteDelayMaxMs  int64
 
 	// Clocks.
 	ClockOffsetMaxMs        int64 // each clock starts within +-this of true time
@@ -62,6 +76,8 @@ func BaseFaults() Faults {
 		GroupCommitWindowMs: 1,
 		ClockOffsetMaxMs:    200,
 		ClockDriftMaxPpm:    200,
+		EnvelopeDelayMaxMs:  1,
+		LoadDelayMaxMs:      2,
 	}
 }
 
@@ -74,6 +90,7 @@ func (f Faults) Calm() Faults {
 	calm.GroupCommitWindowMs = f.GroupCommitWindowMs
 	calm.RestartDelayMinMs, calm.RestartDelayMaxMs = f.RestartDelayMinMs, f.RestartDelayMaxMs
 	calm.ClockOffsetMaxMs, calm.ClockDriftMaxPpm = f.ClockOffsetMaxMs, f.ClockDriftMaxPpm
+	calm.EnvelopeDelayMaxMs, calm.LoadDelayMaxMs = f.EnvelopeDelayMaxMs, f.LoadDelayMaxMs
 	return calm
 }
 
@@ -107,14 +124,34 @@ func SwarmFaults(rng *Rand) Faults {
 	if rng.Chance(0.5) {
 		f.CrashAfterFsyncRatio = rng.RangeFloat(0.0005, 0.02)
 	}
-	if rng.Chance(0.5) {
-		f.TornWriteRatio = rng.RangeFloat(0.2, 1)
-	}
 	f.RestartDelayMaxMs = rng.RangeInt64(10, 2000)
 	f.RestartDelayMinMs = rng.RangeInt64(1, f.RestartDelayMaxMs)
 	f.FsyncLatencyMaxMs = rng.RangeInt64(1, 30)
 	f.FsyncLatencyMinMs = rng.RangeInt64(0, f.FsyncLatencyMaxMs)
 	f.GroupCommitWindowMs = rng.RangeInt64(0, 5)
+	f.EnvelopeDelayMaxMs = rng.RangeInt64(0, 3)
+	f.LoadDelayMaxMs = rng.RangeInt64(0, 20)
+	if rng.Chance(0.5) {
+		f.PowerLossRatio = rng.RangeFloat(0.1, 1)
+	}
+	if rng.Chance(0.25) {
+		f.FsyncErrorRatio = rng.RangeFloat(0.0005, 0.01)
+	}
+	if rng.Chance(0.25) {
+		f.BitRotRatio = rng.RangeFloat(0.001, 0.02)
+	}
+	if rng.Chance(0.25) {
+		f.LoadFailRatio = rng.RangeFloat(0.05, 0.5)
+	}
+	if rng.Chance(0.25) {
+		f.StalledHandshakeRatio = rng.RangeFloat(0.01, 0.1)
+		f.NoAuthRatio = rng.RangeFloat(0.01, 0.1)
+		f.OversizeFrameRatio = rng.RangeFloat(0, 0.05)
+	}
+	if rng.Chance(0.5) {
+		f.SplitWriteRatio = rng.RangeFloat(0.01, 0.3)
+		f.SplitWriteDelayMaxMs = rng.RangeInt64(1, 200)
+	}
 	if rng.Chance(0.5) {
 		f.ClockOffsetMaxMs = rng.RangeInt64(0, 5000)
 		f.ClockDriftMaxPpm = rng.RangeInt64(0, 50_000)
@@ -164,7 +201,8 @@ func (f *Faults) validate() error {
 	}
 	for _, ratio := range []float64{f.PacketLossRatio, f.PacketDuplicateRatio, f.ConnectionResetRatio,
 		f.PacketDelayTailRatio, f.PartitionClientsRatio, f.CrashProbabilityPerStep,
-		f.CrashAfterFsyncRatio, f.TornWriteRatio} {
+		f.CrashAfterFsyncRatio, f.PowerLossRatio, f.FsyncErrorRatio, f.BitRotRatio,
+		f.LoadFailRatio, f.StalledHandshakeRatio, f.NoAuthRatio, f.OversizeFrameRatio, f.SplitWriteRatio} {
 		if ratio < 0 || ratio > 1 {
 			return fmt.Errorf("sim: ratios must be within 0..1")
 		}

@@ -2,11 +2,13 @@ package sim
 
 import "github.com/fibril-go/fibril/core"
 
-// Machine is the state machine a node drives for one partition. The real
-// one is *core.Partition; tests wrap it to build deliberately broken variants
+// Machine is the state machine a partition's Host steps. The real one is
+// *core.Partition; tests wrap it to build deliberately broken variants
 // (mutants) and show that the checker catches each. Invariants:
-//   - the node touches the partition only through this interface, so a
-//     mutant sees every input and can change every output;
+//   - the Host steps the partition only through Machine.Step
+//     (node.NewHostStepping), so a mutant sees every input and can change
+//     every output; a Wrap that returns another *core.Partition replaces
+//     the recovered one outright;
 //   - a Ready returned by Step is valid until the next Step of the same
 //     machine, exactly as core.Partition promises.
 type Machine interface {
@@ -24,8 +26,10 @@ var _ Machine = (*core.Partition)(nil)
 type MachineInfo struct {
 	Queue     core.QueueID
 	Recovered bool
-	// Entries is the log the partition was recovered from (read-only).
-	Entries []core.Entry
+	// Entries is the log the partition was recovered from (read-only),
+	// after Snapshot (nil: none).
+	Entries  []core.Entry
+	Snapshot []byte
 }
 
 // WrapMachine builds the Machine a node uses around a real partition. Nil

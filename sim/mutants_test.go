@@ -1,14 +1,22 @@
 package sim_test
 
-// Mutants: deliberately broken variants of the driver/core behaviour, built
-// by wrapping the real partition behind sim.Machine (core/ stays untouched).
-// A checker that cannot fail proves nothing, so TestMutantsAreCaught shows
-// that a plain sweep (seed i runs scenario i mod 7, no swarm) catches each
-// within mutantSeedsMax seeds, and that the real core passes the same seeds.
-// The brief's seven are here, plus four: expiring (rather than forgetting)
-// leases on restart, reporting an ack settled before it is durable, a
-// recovery that drops the last durable entry (DESIGN.md item 10), and
-// deliveries handed out newest first (the FIFO model).
+// Mutants: deliberately broken variants of the core's behaviour, built by
+// wrapping the real partition behind sim.Machine (the Host steps it through
+// node.NewHostStepping; core/ stays untouched), and broken variants of
+// production code switched on through package mutant (storage and the
+// Session machine check mutant.On at the exact spot). A checker that
+// cannot fail proves nothing, so TestMutantsAreCaught shows that a plain
+// sweep (seed i runs scenario i mod len(scenarios.All()), no swarm) catches
+// each within mutantSeedsMax seeds, and that the real code passes the same
+// seeds. Eleven wrap the core: confirms before durable, leases forgotten or
+// expired on restart, acked messages redelivered, not_before ignored,
+// prefetch ignored, inflight dropped by TTL, acks settled before durable,
+// a recovery that drops the last durable entry (DESIGN.md item 10), the
+// newest ready message first (FIFO), retry counts lost on restart. Four
+// break production code: storage reporting a round durable when submitted
+// (DurableOnSubmit), blob payloads never fdatasynced (NoBlobDatasync),
+// recovery skipping the CRC check (SkipCRC), and the Session machine's
+// grace expiring at a tenth of its length (EarlyGraceRequeue).
 
 import (
 	"fmt"
@@ -17,6 +25,7 @@ import (
 	"testing"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
 	"github.com/fibril-go/fibril/scenarios"
 	"github.com/fibril-go/fibril/sim"
 )
@@ -24,51 +33,58 @@ import (
 // mutantSeedsMax bounds the seeds a mutant may survive.
 const mutantSeedsMax = 200
 
-type mutant struct {
-	name string
-	wrap sim.WrapMachine
+// brokenVariant is one mutant: a wrap of the core partition, or the name
+// of a package mutant switch.
+type brokenVariant struct {
+	name   string
+	wrap   sim.WrapMachine
+	active string // mutant.Active while it runs
 }
 
-func mutants() []mutant {
-	return []mutant{
-		{"confirm-before-durable", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+func mutants() []brokenVariant {
+	return []brokenVariant{
+		{name: "durable-on-submit", active: mutant.DurableOnSubmit},
+		{name: "no-blob-datasync", active: mutant.NoBlobDatasync},
+		{name: "skip-crc", active: mutant.SkipCRC},
+		{name: "early-grace-requeue", active: mutant.EarlyGraceRequeue},
+		{name: "confirm-before-durable", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &confirmEarly{Partition: p, early: map[uint64]bool{}}
 		}},
-		{"forget-leases-on-restart", func(p *core.Partition, info sim.MachineInfo) sim.Machine {
+		{name: "forget-leases-on-restart", wrap: func(p *core.Partition, info sim.MachineInfo) sim.Machine {
 			return newForgetLeases(p, info)
 		}},
-		{"expire-leases-on-restart", func(p *core.Partition, info sim.MachineInfo) sim.Machine {
+		{name: "expire-leases-on-restart", wrap: func(p *core.Partition, info sim.MachineInfo) sim.Machine {
 			return &expireLeases{Partition: p, pending: info.Recovered, leaseMs: p.Config().LeaseMs}
 		}},
-		{"redeliver-acked", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+		{name: "redeliver-acked", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &redeliverAcked{Partition: p, last: map[uint64]core.Delivery{}}
 		}},
-		{"deliver-before-not-before", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+		{name: "deliver-before-not-before", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &stripNotBefore{Partition: p}
 		}},
-		{"ignore-prefetch", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+		{name: "ignore-prefetch", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &ignorePrefetch{Partition: p}
 		}},
-		{"drop-inflight-on-ttl", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+		{name: "drop-inflight-on-ttl", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &ttlDropsInflight{Partition: p, inflight: map[uint64]bool{}, faked: map[uint64]bool{}}
 		}},
-		{"settle-before-durable", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+		{name: "settle-before-durable", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &settleEarly{Partition: p, early: map[uint64]bool{}}
 		}},
-		{"recover-drops-last-entry", func(p *core.Partition, info sim.MachineInfo) sim.Machine {
+		{name: "recover-drops-last-entry", wrap: func(p *core.Partition, info sim.MachineInfo) sim.Machine {
 			if !info.Recovered || len(info.Entries) == 0 {
 				return p
 			}
-			short, err := core.Recover(p.Config(), nil, info.Entries[:len(info.Entries)-1])
+			short, err := core.Recover(p.Config(), info.Snapshot, info.Entries[:len(info.Entries)-1])
 			if err != nil {
 				panic(err)
 			}
 			return short
 		}},
-		{"reverse-delivery-order", func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
+		{name: "reverse-delivery-order", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &reverseDeliveries{Partition: p}
 		}},
-		{"lose-retries-on-restart", func(p *core.Partition, info sim.MachineInfo) sim.Machine {
+		{name: "lose-retries-on-restart", wrap: func(p *core.Partition, info sim.MachineInfo) sim.Machine {
 			return &retriesLost{Partition: p, recovered: info.Recovered}
 		}},
 	}
@@ -299,15 +315,18 @@ func (m *settleEarly) Step(in core.Input) *core.Ready {
 	return rd
 }
 
-// reverseDeliveries hands out each step's deliveries newest first: every
-// message's own lifecycle stays legal, only the promised order breaks.
+// reverseDeliveries hands each step's messages out newest first: the
+// step's tags keep their order and go to the messages reversed, so the
+// first tag names the newest ready message (the promised order breaks).
 type reverseDeliveries struct{ *core.Partition }
 
 func (m *reverseDeliveries) Step(in core.Input) *core.Ready {
 	rd := m.Partition.Step(in)
 	d := rd.Deliveries
 	for i, j := 0, len(d)-1; i < j; i, j = i+1, j-1 {
-		d[i], d[j] = d[j], d[i]
+		d[i].Offset, d[j].Offset = d[j].Offset, d[i].Offset
+		d[i].Body, d[j].Body = d[j].Body, d[i].Body
+		d[i].Retries, d[j].Retries = d[j].Retries, d[i].Retries
 	}
 	return rd
 }
@@ -360,6 +379,8 @@ func TestMutantsAreCaught(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			caughtAt := uint64(0)
 			var first string
+			mutant.Active = m.active
+			defer func() { mutant.Active = "" }()
 			for seed := uint64(1); seed <= mutantSeedsMax; seed++ {
 				o := sim.RunChecked(sweepScenario(seed), seed, sim.Options{CheckInvariants: true, Wrap: m.wrap})
 				if !o.OK() {
@@ -371,7 +392,8 @@ func TestMutantsAreCaught(t *testing.T) {
 			if caughtAt == 0 {
 				t.Fatalf("mutant %s survived %d seeds", m.name, mutantSeedsMax)
 			}
-			// The real core passes every seed the mutant needed.
+			// The real code passes every seed the mutant needed.
+			mutant.Active = ""
 			for seed := uint64(1); seed <= caughtAt; seed++ {
 				if o := sim.RunChecked(sweepScenario(seed), seed, sim.Options{CheckInvariants: true}); !o.OK() {
 					t.Fatalf("the real core fails seed %d: %s", seed, o.Report.Summary(5))

@@ -16,7 +16,8 @@ type Options struct {
 	// CheckInvariants calls CheckInvariants after every Step (O(state) each:
 	// on in tests and CI sweeps, off when measuring speed).
 	CheckInvariants bool
-	// Wrap builds the machine around each partition (tests: mutants).
+	// Wrap builds the machine the Host steps around each partition
+	// (tests: mutants).
 	Wrap WrapMachine
 	// SkipCheck skips the checker in RunChecked (measuring the simulator
 	// alone); a run that aborts still reports through Result.Aborted.
@@ -87,15 +88,9 @@ func Run(sc *Scenario, seed uint64, opts Options) (res *Result) {
 		}
 		res.History = w.rec.finish()
 		res.TraceHash = w.rec.hash
+		w.stats.SimMs = w.nowMs
+		w.addUp(res)
 		res.Stats = w.stats
-		res.Stats.SimMs = w.nowMs
-		res.Net = w.net.stats
-		res.Stats.FaultsInjected += w.net.stats.LostTransmissions + w.net.stats.Duplicates + w.net.stats.Resets
-		for _, n := range w.nodes {
-			res.Stats.Crashes += n.stats.Crashes
-			res.Stats.Spills += n.stats.Spills
-			res.Stats.Steps += n.stats.Steps
-		}
 		res.Aborted = w.aborted
 		res.Drained = w.quiescent
 	}()
@@ -131,7 +126,6 @@ func newWorld(sc *Scenario, seed uint64, opts Options) *World {
 				queueID: core.QueueID{Topic: q.Topic, Partition: uint32(p)}})
 		}
 	}
-	w.net = &Network{w: w, rng: w.rng.Fork()}
 	w.rec.history.Meta = w.meta()
 	w.rec.hashLine(w.rec.history.Meta.Replay)
 	w.rec.hashLine(w.safetyFaults.String())
@@ -144,6 +138,7 @@ func (w *World) meta() checker.Meta {
 		Faults: w.safetyFaults.String(), LeaseMs: sc.LeaseMs, GlobalDLQ: sc.GlobalDLQ,
 		PrefetchMax: core.DefaultConfig(core.QueueID{Topic: "x"}).PrefetchMax,
 		Replay:      ReplayCommand(sc.Name, w.seed, Options{Swarm: w.swarm})}
+	m.ReconnectGraceMs = w.nodeConfig().ReconnectGraceMs
 	for _, q := range sc.Queues {
 		m.Queues = append(m.Queues, checker.QueueSpec{Topic: q.Topic, Partitions: q.Partitions, MaxRetries: q.MaxRetries,
 			DLQKind: uint8(q.DLQ.Kind), DLQTarget: q.DLQ.Target.Topic, DefaultTTLMs: q.DefaultTTLMs, DeadLetterSink: q.DeadLetterSink})
@@ -154,31 +149,7 @@ func (w *World) meta() checker.Meta {
 	return m
 }
 
-func (w *World) setup() {
-	sc := w.scenario
-	nodeCount := max(sc.NodeCount, 1)
-	for i := 0; i < nodeCount; i++ {
-		n := newNode(w, uint32(i+1), w.rng.Fork())
-		w.nodes = append(w.nodes, n)
-		n.boot()
-	}
-	id := uint32(0)
-	for i := 0; i < sc.Workload.Producers; i++ {
-		id++
-		w.clients = append(w.clients, newClient(w, id, false, w.nodes[i%nodeCount], w.rng.Fork()))
-	}
-	for i := 0; i < sc.Workload.Consumers; i++ {
-		id++
-		w.clients = append(w.clients, newClient(w, id, true, w.nodes[i%nodeCount], w.rng.Fork()))
-	}
-	for _, c := range w.clients {
-		w.after(w.rng.RangeInt64(0, 20), c.start)
-	}
-	w.startFaultProcesses()
-	w.schedule(sc.Schedule)
-	w.at(sc.Workload.SafetyPhaseMs, w.startLiveness)
-	w.at(sc.Workload.SafetyPhaseMs+sc.Workload.LivenessPhaseMaxMs, func() { w.stopped = true })
-}
+func (w *World) setup() { w.setupBrokers() }
 
 func (w *World) loop() {
 	for !w.stopped && w.q.len() > 0 {
@@ -198,25 +169,36 @@ func (w *World) finish() {
 	if !w.quiescent {
 		w.rec.add(checker.Event{Kind: checker.KindDeadLock, Text: w.stuckReport()})
 	}
-	for _, n := range w.nodes {
-		n.recordFinal()
-	}
+	w.finishBrokers()
 }
 
-func (w *World) stuckReport() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "not drained %dms into the liveness phase:", w.scenario.Workload.LivenessPhaseMaxMs)
-	fmt.Fprintf(&b, " packets in flight %d;", w.net.inFlight)
-	for _, n := range w.nodes {
-		if !n.up {
-			fmt.Fprintf(&b, " node %d down;", n.id)
-			continue
-		}
-		for _, ps := range n.parts {
-			if live := ps.m.Live(); live > 0 || ps.appendedIndex != ps.persistedIndex {
-				fmt.Fprintf(&b, " %s live %d appended %d persisted %d;", ps.cfg.Queue, live, ps.appendedIndex, ps.persistedIndex)
-			}
-		}
+func (w *World) stuckReport() string { return w.stuckReportBrokers() }
+
+// addUp folds the network's, the brokers' and the filesystems' counters
+// into the run's stats.
+func (w *World) addUp(res *Result) {
+	if w.fabric == nil {
+		return
 	}
-	return b.String()
+	fs := w.fabric.stats
+	res.Net = NetStats{Packets: fs.Chunks, LostTransmissions: fs.LostTransmissions, Duplicates: fs.Duplicates,
+		Resets: fs.Resets, Partitions: fs.Partitions}
+	st := &w.stats
+	st.FaultsInjected += fs.LostTransmissions + fs.Duplicates + fs.Resets
+	w.countFault("lost-transmission", fs.LostTransmissions)
+	w.countFault("duplicate", fs.Duplicates)
+	w.countFault("reset", fs.Resets)
+	for _, b := range w.brokers {
+		c := b.store.fs.Counters()
+		w.countFault("fsync-error", c.FsyncErrors)
+		w.countFault("bit-rot", c.BitRots)
+		w.countFault("torn-tail", c.TornTails)
+		w.countFault("dir-op-dropped", c.DirOpsDropped)
+		st.FaultsInjected += c.FsyncErrors + c.BitRots + c.TornTails + c.DirOpsDropped
+		st.Crashes += b.stats.Crashes
+		st.PowerLosses += b.stats.PowerLosses
+		st.Spills += b.stats.Spills
+		st.Steps += b.stats.Steps
+		st.Snapshots += b.stats.Snapshots
+	}
 }

@@ -18,6 +18,25 @@ type Scenario struct {
 	Workload    Workload
 	Faults      Faults           // used as is unless the run is in swarm mode
 	Schedule    []ScheduledFault // applied in both modes
+	// Broker overrides the simulator's node-core config (zero fields keep
+	// the simulator's defaults, see World.nodeConfig).
+	Broker BrokerKnobs
+}
+
+// BrokerKnobs are the node-core limits and timings a scenario may change.
+// Zero keeps the simulator's default.
+type BrokerKnobs struct {
+	ReconnectGraceMs        int64
+	NoReconnectGrace        bool // grace 0: a dropped session ends at once
+	ResumeRestartTTLMs      int64
+	HeartbeatIntervalMs     int64
+	HandshakeTimeoutMs      int64
+	AuthTimeoutMs           int64
+	OutboxBytesMax          int
+	ResidentPayloadBytesMax int64
+	SnapshotEntriesMin      int
+	DeadLetterRetryMaxMs    int64
+	ConnectionsMax          int // admission: one more is refused (ERROR 500)
 }
 
 // QueueConfig declares one queue on every node that hosts it.
@@ -40,6 +59,9 @@ type QueueConfig struct {
 type Workload struct {
 	Producers int
 	Consumers int
+	// Rogues open only misbehaving links (partial HELLO headers, no AUTH,
+	// oversized frames) during the safety phase, holding connection slots.
+	Rogues int
 
 	MessagesPerProducer    int   // publish budget per producer
 	PublishIntervalMinMs   int64 // gap between two publishes of one producer
@@ -52,6 +74,7 @@ type Workload struct {
 	TTLMinMs               int64
 	TTLMaxMs               int64
 	KeyedRatio             float64 // share of partitioned-queue publishes routed by key
+	LargePayloadRatio      float64 // share of publishes with a 512-byte payload (spilled past the budget)
 
 	PrefetchMin  uint32
 	PrefetchMax  uint32
@@ -66,8 +89,10 @@ type Workload struct {
 	SilentRatio      float64 // never settle (the lease expires)
 	DisconnectRatio  float64 // drop the connection instead of settling
 	UnsubscribeRatio float64 // end the subscription instead of settling
-	AckBatchMax      int     // acks of one subscription sent together (1 = one per request)
-	AckBatchWindowMs int64   // how long a consumer gathers an ack batch
+	NotReadingRatio  float64 // stop reading the link for a while instead of settling (a slow consumer)
+	NotReadingMaxMs  int64
+	AckBatchMax      int   // acks of one subscription sent together (1 = one per request)
+	AckBatchWindowMs int64 // how long a consumer gathers an ack batch
 
 	ReconnectDelayMinMs int64
 	ReconnectDelayMaxMs int64
@@ -86,6 +111,9 @@ const (
 	FaultClockJump        FaultKind = 3 // move node Target's clock by AmountMs
 	FaultVanish           FaultKind = 4 // Ratio of consumers stop settling for DurationMs
 	FaultResetConnections FaultKind = 5 // reset Ratio of the client connections
+	FaultPowerLoss        FaultKind = 6 // power loss of node Target now
+	FaultDropSessions     FaultKind = 7 // Ratio of the clients drop their links (sessions go dormant)
+	FaultSlowConsumers    FaultKind = 8 // Ratio of the consumers stop reading for DurationMs
 )
 
 func (k FaultKind) String() string {
@@ -100,6 +128,12 @@ func (k FaultKind) String() string {
 		return "vanish"
 	case FaultResetConnections:
 		return "reset-connections"
+	case FaultPowerLoss:
+		return "power-loss"
+	case FaultDropSessions:
+		return "drop-sessions"
+	case FaultSlowConsumers:
+		return "slow-consumers"
 	}
 	return fmt.Sprintf("fault(%d)", uint8(k))
 }
@@ -136,6 +170,7 @@ func DefaultWorkload() Workload {
 		OutstandingConfirmsMax: 16,
 		ConfirmRatio:           0.8,
 		KeyedRatio:             0.5,
+		LargePayloadRatio:      0.2,
 		PrefetchMin:            1,
 		PrefetchMax:            8,
 		ProcessMinMs:           0,
@@ -185,7 +220,7 @@ func (s *Scenario) validate() error {
 	case w.TTLRatio > 0 && (w.TTLMinMs < 0 || w.TTLMaxMs < w.TTLMinMs):
 		return fmt.Errorf("sim: scenario %s: TTL is not a range", s.Name)
 	}
-	if sum := w.RetryRatio + w.RetryAfterRatio + w.FailRatio + w.SilentRatio + w.DisconnectRatio + w.UnsubscribeRatio; sum > 1 {
+	if sum := w.RetryRatio + w.RetryAfterRatio + w.FailRatio + w.SilentRatio + w.DisconnectRatio + w.UnsubscribeRatio + w.NotReadingRatio; sum > 1 {
 		return fmt.Errorf("sim: scenario %s: consumer behaviour ratios add up to %.2f > 1", s.Name, sum)
 	}
 	topics := map[string]bool{}

@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,7 +57,10 @@ type SweepSummary struct {
 	Violations     int
 	ClientOps      uint64
 	FaultsInjected uint64
-	Crashes        uint64
+	Crashes        uint64 // process crashes
+	PowerLosses    uint64
+	Snapshots      uint64
+	FaultsByKind   map[string]uint64
 	Spills         uint64
 	SimMs          int64
 	RunWall        time.Duration // summed over runs (CPU-ish time of the simulator)
@@ -72,10 +78,42 @@ func (s *SweepSummary) Add(o *Outcome) {
 	s.ClientOps += o.Result.Stats.ClientOps
 	s.FaultsInjected += o.Result.Stats.FaultsInjected
 	s.Crashes += o.Result.Stats.Crashes
+	s.PowerLosses += o.Result.Stats.PowerLosses
+	s.Snapshots += o.Result.Stats.Snapshots
+	for k, n := range o.Result.Stats.FaultsByKind {
+		if s.FaultsByKind == nil {
+			s.FaultsByKind = map[string]uint64{}
+		}
+		s.FaultsByKind[k] += n
+	}
 	s.Spills += o.Result.Stats.Spills
 	s.SimMs += o.Result.Stats.SimMs
 	s.RunWall += o.RunWall
 	s.CheckWall += o.CheckWall
+}
+
+// FaultsLine lists the faults per kind, sorted by name.
+func (s *SweepSummary) FaultsLine() string {
+	return faultsLine(s.FaultsByKind)
+}
+
+// FaultsLine lists a run's faults per kind, sorted by name.
+func FaultsLine(m map[string]uint64) string { return faultsLine(m) }
+
+func faultsLine(m map[string]uint64) string {
+	kinds := make([]string, 0, len(m))
+	for k := range m {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	var b strings.Builder
+	for i, k := range kinds {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%s=%d", k, m[k])
+	}
+	return b.String()
 }
 
 // Sweep runs seeds From..To and checks each.

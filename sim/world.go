@@ -5,10 +5,11 @@ import (
 
 	"github.com/fibril-go/fibril/checker"
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/node"
 )
 
-// The world is one run: the event queue, the true clock, the network, the
-// nodes and the clients, all driven from one goroutine. Invariants:
+// The world is one run: the event queue, the true clock, the fabric, the
+// brokers and the peers, all driven from one event loop. Invariants:
 //   - every choice comes from Rand streams forked from the run's seed, and
 //     every iteration whose order matters goes over slices, never maps;
 //   - the safety phase runs with the scenario's faults, the liveness phase
@@ -23,7 +24,8 @@ const (
 	phaseDone
 )
 
-// partSpec is one partition of the catalogue every node agrees on.
+// partSpec is one partition of the scenario's queues (the declarer
+// declares them; the checker names partitions by catalogue index + 1).
 type partSpec struct {
 	queue    QueueConfig
 	queueIdx int
@@ -41,9 +43,6 @@ type World struct {
 	q               eventQueue
 	nowMs           int64
 	phase           phase
-	net             *Network
-	nodes           []*Node
-	clients         []*Client
 	catalogue       []*partSpec
 	rec             *recorder
 	checkInvariants bool
@@ -53,10 +52,15 @@ type World struct {
 	aborted         string
 	quiescent       bool
 
-	nextConnID uint64
-	nextOp     uint64
-	nextSubID  uint64
-	nextMsgID  uint64
+	fabric         *Fabric
+	brokers        []*Broker
+	peers          []*Peer
+	declarer       *Peer
+	nodeCfg        node.Config
+	clientsStarted bool
+
+	nextOp    uint64
+	nextMsgID uint64
 }
 
 // RunStats sums up a run.
@@ -66,11 +70,16 @@ type RunStats struct {
 	Deliveries     uint64
 	Settles        uint64
 	FaultsInjected uint64 // crashes, torn writes, partitions, clock jumps, resets, lost and duplicated packets, vanishes
-	Crashes        uint64
-	Spills         uint64 // payloads the nodes dropped from memory and resolved again
-	Steps          uint64
-	Events         uint64
-	SimMs          int64
+	// FaultsByKind counts injected faults per kind (crash, power-loss,
+	// fsync-error, bit-rot, torn-tail, lost-transmission, ...).
+	FaultsByKind map[string]uint64
+	Crashes      uint64 // process crashes (page cache kept)
+	PowerLosses  uint64 // power losses (unsynced data dropped)
+	Snapshots    uint64
+	Spills       uint64 // spilled payloads read back from storage (deliveries, dead-letter copies)
+	Steps        uint64
+	Events       uint64
+	SimMs        int64
 }
 
 func (w *World) at(atMs int64, run func()) {
@@ -82,9 +91,10 @@ func (w *World) at(atMs int64, run func()) {
 
 func (w *World) after(delayMs int64, run func()) { w.at(w.nowMs+delayMs, run) }
 
-// fault records an injected fault.
-func (w *World) fault(format string, args ...any) {
+// fault records an injected fault of a kind (counted per kind).
+func (w *World) fault(kind, format string, args ...any) {
 	w.stats.FaultsInjected++
+	w.countFault(kind, 1)
 	w.rec.add(checker.Event{Kind: checker.KindFault, Text: fmt.Sprintf(format, args...)})
 }
 
@@ -102,23 +112,6 @@ func (w *World) abort(why string) {
 	w.stopped = true
 }
 
-func (w *World) wrap(p *core.Partition, info MachineInfo) Machine {
-	if w.wrapFn == nil {
-		return p
-	}
-	return w.wrapFn(p, info)
-}
-
-// partitionFor returns the catalogue index of partition 0 of topic, or -1.
-func (w *World) partitionFor(topic, group string) int {
-	for i, spec := range w.catalogue {
-		if spec.queueID.Topic == topic && spec.queueID.Group == core.NormalizeGroup(group) && spec.queueID.Partition == 0 {
-			return i
-		}
-	}
-	return -1
-}
-
 func (w *World) newOp() uint64 {
 	w.nextOp++
 	return w.nextOp
@@ -133,7 +126,7 @@ func (w *World) startFaultProcesses() {
 			if w.phase != phaseSafety {
 				return
 			}
-			w.net.partition(f.PartitionClientsRatio, w.rng.RangeInt64(1, 2*f.PartitionMeanDurationMs), "random")
+			w.fabric.partition(f.PartitionClientsRatio, w.rng.RangeInt64(1, 2*f.PartitionMeanDurationMs), "random")
 			w.after(w.rng.RangeInt64(1, 2*f.PartitionMeanIntervalMs), next)
 		}
 		w.after(w.rng.RangeInt64(1, 2*f.PartitionMeanIntervalMs), next)
@@ -144,20 +137,17 @@ func (w *World) startFaultProcesses() {
 			if w.phase != phaseSafety {
 				return
 			}
-			node := w.nodes[w.rng.Intn(len(w.nodes))]
-			w.jumpClock(node, w.rng.RangeInt64(-f.ClockJumpMs, f.ClockJumpMs))
+			// A wall-clock step moves only the next boot's anchor: the
+			// machines see a monotonic clock (core/node doc.go, Time).
+			b := w.brokers[w.rng.Intn(len(w.brokers))]
+			if d := w.rng.RangeInt64(-f.ClockJumpMs, f.ClockJumpMs); d != 0 {
+				b.wall.Jump(d)
+				w.fault("clock-jump", "wall clock jump broker %d by %+dms (the next boot's anchor)", b.id, d)
+			}
 			w.after(w.rng.RangeInt64(1, 2*f.ClockJumpMeanIntervalMs), next)
 		}
 		w.after(w.rng.RangeInt64(1, 2*f.ClockJumpMeanIntervalMs), next)
 	}
-}
-
-func (w *World) jumpClock(n *Node, deltaMs int64) {
-	if deltaMs == 0 {
-		return
-	}
-	n.clock.Jump(deltaMs)
-	w.fault("clock jump node %d by %+dms", n.id, deltaMs)
 }
 
 // schedule applies the scenario's fixed fault schedule.
@@ -168,25 +158,7 @@ func (w *World) schedule(faults []ScheduledFault) {
 			if w.phase != phaseSafety {
 				return
 			}
-			switch sf.Kind {
-			case FaultCrash:
-				if n := w.nodes[sf.Target%len(w.nodes)]; n.up {
-					n.crash("scheduled")
-				}
-			case FaultPartition:
-				w.net.partition(sf.Ratio, sf.DurationMs, "scheduled")
-			case FaultClockJump:
-				w.jumpClock(w.nodes[sf.Target%len(w.nodes)], sf.AmountMs)
-			case FaultVanish:
-				w.vanish(sf.Ratio, sf.DurationMs)
-			case FaultResetConnections:
-				for _, c := range w.clients {
-					if c.conn != nil && w.rng.Chance(sf.Ratio) {
-						w.net.reset(c.conn, "scheduled reset")
-						w.fault("reset connection of client %d", c.id)
-					}
-				}
-			}
+			w.scheduledBrokerFault(sf)
 		})
 	}
 }
@@ -195,16 +167,16 @@ func (w *World) schedule(faults []ScheduledFault) {
 // keep their connections and deliveries, so every lease they hold expires.
 func (w *World) vanish(ratio float64, durationMs int64) {
 	var gone []uint32
-	for _, c := range w.clients {
-		if c.consumer && w.rng.Chance(ratio) {
-			c.vanishUntilMs = w.nowMs + durationMs
-			gone = append(gone, c.id)
-			c := c
-			w.after(durationMs, func() { c.comeBack() })
+	for _, p := range w.peers {
+		if p.role == roleConsumer && w.rng.Chance(ratio) {
+			p.vanishUntilMs = w.nowMs + durationMs
+			gone = append(gone, p.id)
+			p := p
+			w.after(durationMs, func() { p.comeBack() })
 		}
 	}
 	if len(gone) > 0 {
-		w.fault("consumers %v vanish for %dms", gone, durationMs)
+		w.fault("vanish", "consumers %v vanish for %dms", gone, durationMs)
 	}
 }
 
@@ -215,11 +187,14 @@ func (w *World) startLiveness() {
 	}
 	w.phase = phaseLiveness
 	w.faults = w.safetyFaults.Calm()
-	w.net.heal()
-	w.rec.add(checker.Event{Kind: checker.KindPhase, Text: "liveness: faults off, consumers drain"})
-	for _, c := range w.clients {
-		c.vanishUntilMs = 0
+	w.fabric.heal()
+	for _, p := range w.peers {
+		p.vanishUntilMs = 0
 	}
+	for _, b := range w.brokers {
+		b.store.setFaults() // the filesystem's faults go off too
+	}
+	w.rec.add(checker.Event{Kind: checker.KindPhase, Text: "liveness: faults off, consumers drain"})
 	w.checkQuiescent()
 }
 
@@ -230,7 +205,7 @@ func (w *World) checkQuiescent() {
 	if w.stopped || w.phase != phaseLiveness {
 		return
 	}
-	if w.isQuiescent() {
+	if w.isQuiescentBrokers() {
 		w.quiescent = true
 		w.stopped = true
 		return
@@ -238,26 +213,55 @@ func (w *World) checkQuiescent() {
 	w.after(quiescentCheckMs, w.checkQuiescent)
 }
 
-// isQuiescent: every node is up with nothing live and nothing unpersisted,
-// no dead-letter copy is on its way, and no packet is in flight.
-func (w *World) isQuiescent() bool {
-	if w.net.inFlight > 0 {
-		return false
-	}
-	for _, n := range w.nodes {
-		if !n.up || n.sync.inFlight || n.sync.scheduled {
-			return false
+// scheduledBrokerFault applies one scheduled fault to the node-core run.
+func (w *World) scheduledBrokerFault(sf ScheduledFault) {
+	b := w.brokers[sf.Target%len(w.brokers)]
+	switch sf.Kind {
+	case FaultCrash:
+		if b.up {
+			b.crash("scheduled", false)
 		}
-		for _, ps := range n.parts {
-			if ps.m.Live() > 0 || ps.appendedIndex != ps.persistedIndex {
-				return false
+	case FaultPowerLoss:
+		if b.up {
+			b.crash("scheduled", true)
+		}
+	case FaultPartition:
+		w.fabric.partition(sf.Ratio, sf.DurationMs, "scheduled")
+	case FaultClockJump:
+		b.wall.Jump(sf.AmountMs)
+		w.fault("clock-jump", "wall clock jump broker %d by %+dms (the next boot's anchor)", b.id, sf.AmountMs)
+	case FaultVanish:
+		w.vanish(sf.Ratio, sf.DurationMs)
+	case FaultResetConnections:
+		for _, p := range w.peers {
+			if p.link != nil && w.rng.Chance(sf.Ratio) {
+				w.fabric.reset(p.link, "scheduled reset")
+				w.fault("reset", "reset connection of client %d", p.id)
 			}
 		}
-		for _, r := range n.refs {
-			if r.kind == refDeadLetter {
-				return false
+	case FaultDropSessions:
+		for _, p := range w.peers {
+			if p.link != nil && w.rng.Chance(sf.Ratio) {
+				p.drop("scheduled session drop")
+				w.fault("session-drop", "client %d drops its link (its session goes dormant)", p.id)
+			}
+		}
+	case FaultSlowConsumers:
+		for _, p := range w.peers {
+			if p.role == roleConsumer && p.link != nil && w.rng.Chance(sf.Ratio) {
+				p.stopReading(sf.DurationMs)
+				w.fault("slow-consumer", "client %d stops reading for %dms", p.id, sf.DurationMs)
 			}
 		}
 	}
-	return true
+}
+
+func (w *World) countFault(kind string, n uint64) {
+	if n == 0 {
+		return
+	}
+	if w.stats.FaultsByKind == nil {
+		w.stats.FaultsByKind = map[string]uint64{}
+	}
+	w.stats.FaultsByKind[kind] += n
 }

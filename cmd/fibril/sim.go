@@ -126,9 +126,10 @@ func replay(seed uint64, pick func(uint64) *sim.Scenario, opts sim.Options, outD
 	fmt.Println(sim.Header(sc, seed, opts.Swarm))
 	o := sim.RunChecked(sc, seed, opts)
 	res := o.Result
-	fmt.Printf("trace %016x  simulated %.1fs  client ops %d  deliveries %d  faults %d (crashes %d)  steps %d  drained %v\n",
+	fmt.Printf("trace %016x  simulated %.1fs  client ops %d  deliveries %d  faults %d (crashes %d, power losses %d)  snapshots %d  steps %d  drained %v\n",
 		res.TraceHash, float64(res.Stats.SimMs)/1000, res.Stats.ClientOps, res.Stats.Deliveries,
-		res.Stats.FaultsInjected, res.Stats.Crashes, res.Stats.Steps, res.Drained)
+		res.Stats.FaultsInjected, res.Stats.Crashes, res.Stats.PowerLosses, res.Stats.Snapshots, res.Stats.Steps, res.Drained)
+	fmt.Printf("faults by kind: %s\n", sim.FaultsLine(res.Stats.FaultsByKind))
 	fmt.Printf("run %v  check %v  (%.0f client ops/s)\n", o.RunWall.Round(time.Millisecond), o.CheckWall.Round(time.Millisecond),
 		float64(res.Stats.ClientOps)/o.RunWall.Seconds())
 	if historyPath != "" {
@@ -205,8 +206,10 @@ func sweep(from, to uint64, pick func(uint64) *sim.Scenario, opts sim.Options, p
 			}
 		}})
 	progress(true)
-	fmt.Printf("runs %d  simulated client ops %d  faults injected %d (crashes %d)  payloads spilled %d  violations %d in %d runs\n",
-		summary.Runs, summary.ClientOps, summary.FaultsInjected, summary.Crashes, summary.Spills, summary.Violations, summary.FailedRuns)
+	fmt.Printf("runs %d  simulated client ops %d  faults injected %d (crashes %d, power losses %d)  snapshots %d  payloads read back %d  violations %d in %d runs\n",
+		summary.Runs, summary.ClientOps, summary.FaultsInjected, summary.Crashes, summary.PowerLosses, summary.Snapshots,
+		summary.Spills, summary.Violations, summary.FailedRuns)
+	fmt.Printf("faults by kind: %s\n", summary.FaultsLine())
 	fmt.Printf("simulated time %.0fs  wall time %v  (simulator %v, checker %v summed over %d workers)  %.0f client ops per simulator-second\n",
 		float64(summary.SimMs)/1000, summary.Wall.Round(time.Millisecond), summary.RunWall.Round(time.Millisecond),
 		summary.CheckWall.Round(time.Millisecond), max(parallel, 1), float64(summary.ClientOps)/summary.RunWall.Seconds())

@@ -25,8 +25,11 @@ import (
 //     way at once, the rest wait in order;
 //   - at most one snapshot is asked for at a time.
 type Host struct {
-	cfg   Config
-	p     *core.Partition
+	cfg Config
+	p   *core.Partition
+	// step steps p: p.Step, or the simulator's deliberately broken wrapper
+	// of it (NewHostStepping).
+	step  func(core.Input) *core.Ready
 	queue core.QueueID
 	nowMs int64
 
@@ -112,10 +115,21 @@ const hostSnapshotLiveFactor = 4
 // pending. What those steps produce is carried in the Ready of the Host's
 // first Step: the driver steps a new Host at once (a Tick).
 func NewHost(cfg Config, p *core.Partition, req LoadRequest) *Host {
+	return NewHostStepping(cfg, p, req, nil)
+}
+
+// NewHostStepping is NewHost with every step of p going through step (nil:
+// p.Step). The simulator wraps the partition's Step this way to build
+// deliberately broken variants (mutants) and show that its checker catches
+// each; step must step p and nothing else.
+func NewHostStepping(cfg Config, p *core.Partition, req LoadRequest, step func(core.Input) *core.Ready) *Host {
 	assertHold(p != nil, "a Host wraps a partition")
+	if step == nil {
+		step = p.Step
+	}
 	assertHold(p.Config().Queue == req.Queue, "a Host wraps the partition it was loaded for")
 	h := &Host{
-		cfg: cfg, p: p, queue: req.Queue,
+		cfg: cfg, p: p, step: step, queue: req.Queue,
 		subs: map[uint64]Address{}, refs: map[uint64]hostRef{}, dlq: map[uint64]*deadLetterCopy{},
 		grouped: map[uint64]int{}, loadIndex: p.LastIndex(), carry: true,
 	}
@@ -199,7 +213,7 @@ func (h *Host) stepCore(in core.Input) {
 	// Host's Ready carries (entries by value; bodies are shared, never
 	// mutated).
 	before := h.p.LastIndex()
-	rd := h.p.Step(in)
+	rd := h.step(in)
 	assertHold(len(rd.Persist) == 0 || rd.Persist[0].Index == before+1, "entries reach storage contiguously")
 	assertHold(h.p.LastIndex() == before+uint64(len(rd.Persist)), "every entry appended is handed to storage")
 	h.rd.PersistEntries = append(h.rd.PersistEntries, rd.Persist...)
