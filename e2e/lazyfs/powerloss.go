@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 )
 
 // A power loss turns the current tree into the tree the disk holds when
@@ -43,11 +44,17 @@ type LossReport struct {
 	BytesDropped int64  // unsynced bytes that did not survive
 	OpsKept      int    // namespace operations not made durable, kept anyway
 	OpsDropped   int    // ... and dropped
+	// Dropped names the first lostNamesMax dropped operations' entries
+	// ("+name" a create or rename in, "-name" an unlink or rename out).
+	Dropped []string
 }
 
+// lostNamesMax bounds LossReport.Dropped.
+const lostNamesMax = 16
+
 func (r LossReport) String() string {
-	return fmt.Sprintf("power loss %d (seed %d): tails dropped %d, kept clean %d, torn with zeros %d, torn with garbage %d; %d unsynced bytes lost; unsynced entry operations kept %d, dropped %d",
-		r.Loss, r.Seed, r.TailsDropped, r.TailsClean, r.TailsZeros, r.TailsGarbage, r.BytesDropped, r.OpsKept, r.OpsDropped)
+	return fmt.Sprintf("power loss %d (seed %d): tails dropped %d, kept clean %d, torn with zeros %d, torn with garbage %d; %d unsynced bytes lost; unsynced entry operations kept %d, dropped %d %v",
+		r.Loss, r.Seed, r.TailsDropped, r.TailsClean, r.TailsZeros, r.TailsGarbage, r.BytesDropped, r.OpsKept, r.OpsDropped, r.Dropped)
 }
 
 // powerLoss returns what survives of t, drawing every choice from rng.
@@ -85,6 +92,16 @@ func (t *tree) drawOps(rng *rand.Rand, report *LossReport) map[uint64]bool {
 		}
 	}
 	walk(t.root)
+	names := map[uint64][]string{}
+	for d := range seen {
+		for _, c := range d.pending {
+			sign := "+"
+			if c.target == nil {
+				sign = "-"
+			}
+			names[c.op] = append(names[c.op], sign+c.name)
+		}
+	}
 	ids := make([]uint64, 0, len(ops))
 	for id := range ops {
 		ids = append(ids, id)
@@ -97,6 +114,10 @@ func (t *tree) drawOps(rng *rand.Rand, report *LossReport) map[uint64]bool {
 			report.OpsKept++
 		} else {
 			report.OpsDropped++
+			if len(report.Dropped) < lostNamesMax {
+				sort.Strings(names[id])
+				report.Dropped = append(report.Dropped, strings.Join(names[id], " "))
+			}
 		}
 	}
 	return keep
