@@ -30,6 +30,10 @@ const (
 	SkipCRC = "skip-crc"
 	// AcceptTornTail: recovery keeps a torn last record instead of cutting it.
 	AcceptTornTail = "accept-torn-tail"
+	// RecoveryNoSync: recovery fsyncs only the tail segment and the
+	// directory, not every segment and blob file it read back (which a
+	// process crash may have left only in the page cache).
+	RecoveryNoSync = "recovery-no-sync"
 	// EarlyGraceRequeue: a dormant session's grace expires at a tenth of
 	// its length, requeueing deliveries a resuming client may still settle.
 	EarlyGraceRequeue = "early-grace-requeue"

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fibril-go/fibril/core"
 	"github.com/tidwall/wal"
 )
 
@@ -102,13 +103,16 @@ func benchTidwallAppendSync(b *testing.B, segmentSizeBytes int) {
 	const batchEntries = 1024
 	opts := DefaultOptions()
 	opts.SegmentSizeBytes = segmentSizeBytes
-	log, err := wal.Open(b.TempDir(), tidwallOptions(opts))
+	// The options osfs.OpenTidwall uses.
+	log, err := wal.Open(b.TempDir(), &wal.Options{NoSync: true, SegmentSize: opts.SegmentSizeBytes,
+		SegmentCacheSize: 1, NoCopy: true, AllowEmpty: true, DirPerms: 0o750, FilePerms: 0o640})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer log.Close()
 	e := publishEntries(1, 1, benchPayloadBytes)[0]
-	record := appendRecord(nil, &e)
+	// A record's size: the CRC, then the entry's bytes.
+	record := core.AppendEntry(make([]byte, 4), &e)
 	var batch wal.Batch
 	next := uint64(1)
 	b.SetBytes(int64(batchEntries * benchPayloadBytes))

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/io/logstore/osfs"
+	"github.com/fibril-go/fibril/storage"
+	"github.com/fibril-go/fibril/storage/fsys"
 )
 
 // durableRecorder checks onDurable reports as they come.
@@ -59,7 +62,7 @@ func TestCommitterConcurrentSubmits(t *testing.T) {
 			gen := newEntryGen(uint64(100+w), 200)
 			for range submitsPerWorker {
 				loop.Lock()
-				batch := atEpoch(gen.entries(nextIndex, 1+gen.rng.IntN(3)), 1)
+				batch := atEpoch(gen.Entries(nextIndex, 1+gen.Rng.IntN(3)), 1)
 				nextIndex += uint64(len(batch))
 				all = append(all, batch...)
 				if err := c.Submit(batch); err != nil {
@@ -169,12 +172,19 @@ func TestCommitterSnapshot(t *testing.T) {
 // TestCommitterIOError: an I/O error is reported once through onDurable,
 // then every Submit fails with it; nothing is retried.
 func TestCommitterIOError(t *testing.T) {
-	l, _ := openLog(t, t.TempDir(), DefaultOptions())
+	var broken atomic.Bool
+	env := Env
+	env.OpenSegmentLog = func(dir string, opts fsys.SegmentLogOptions) (fsys.SegmentLog, error) {
+		log, err := osfs.OpenTidwall(dir, opts)
+		return breakableSegments{SegmentLog: log, broken: &broken}, err
+	}
+	l, _, err := storage.Open(env, t.TempDir(), DefaultOptions())
+	must(t, err)
 	rec := &durableRecorder{t: t}
 	c := NewCommitter(l, rec.onDurable)
 	c.Submit(publishEntries(1, 10, 10))
 	eventually(t, 5000, 1, func() bool { return rec.last.Load() == 10 })
-	l.wal.Close() // the disk goes away under the writer
+	broken.Store(true) // the disk goes away under the writer
 	c.Submit(publishEntries(11, 10, 10))
 	eventually(t, 5000, 1, func() bool {
 		rec.mu.Lock()
@@ -193,6 +203,19 @@ func TestCommitterIOError(t *testing.T) {
 	if rec.last.Load() != 10 {
 		t.Fatalf("reported durable up to %d", rec.last.Load())
 	}
+}
+
+// breakableSegments fails every write once broken is set.
+type breakableSegments struct {
+	fsys.SegmentLog
+	broken *atomic.Bool
+}
+
+func (b breakableSegments) WriteBatch(batch fsys.Batch) error {
+	if b.broken.Load() {
+		return errors.New("test: the disk is gone")
+	}
+	return b.SegmentLog.WriteBatch(batch)
 }
 
 // TestCommitterCloseFlushes: Close writes and syncs what is pending.

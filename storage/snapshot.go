@@ -1,12 +1,13 @@
-package logstore
+package storage
 
 import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"os"
-	"path/filepath"
+	"path"
 	"strings"
+
+	"github.com/fibril-go/fibril/storage/fsys"
 )
 
 // Snapshot files. Invariants:
@@ -76,17 +77,20 @@ func snapshotChecksum(v1 bool, index, keepBlobsFrom uint64, data []byte) uint32 
 }
 
 // writeSnapshotFile stores data as the snapshot at index, atomically.
-func writeSnapshotFile(dir string, dirFile *os.File, index, keepBlobsFrom uint64, data []byte) (err error) {
-	final := filepath.Join(dir, snapshotName(index))
+func writeSnapshotFile(fs fsys.FS, dir string, index, keepBlobsFrom uint64, data []byte) (err error) {
+	final := path.Join(dir, snapshotName(index))
 	tmp := final + snapshotTmpSuffix
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, filePerm)
+	f, err := fs.Create(tmp, false)
 	if err != nil {
 		return err
 	}
+	closed := false
 	defer func() {
 		if err != nil {
-			f.Close()
-			os.Remove(tmp) // best effort: Open removes it otherwise
+			if !closed {
+				f.Close()
+			}
+			fs.Remove(tmp) // best effort: Open removes it otherwise
 		}
 	}()
 	header := make([]byte, 0, snapshotHeaderBytes)
@@ -104,20 +108,21 @@ func writeSnapshotFile(dir string, dirFile *os.File, index, keepBlobsFrom uint64
 	if err = f.Sync(); err != nil {
 		return err
 	}
+	closed = true
 	if err = f.Close(); err != nil {
 		return err
 	}
-	if err = os.Rename(tmp, final); err != nil {
+	if err = fs.Rename(tmp, final); err != nil {
 		return err
 	}
-	return dirFile.Sync()
+	return fs.SyncDir(dir)
 }
 
 // readSnapshotFile reads and verifies the snapshot file for index; it
 // returns the snapshot's data and keepBlobsFrom.
-func readSnapshotFile(dir string, index uint64) ([]byte, uint64, error) {
+func readSnapshotFile(fs fsys.FS, dir string, index uint64) ([]byte, uint64, error) {
 	name := snapshotName(index)
-	b, err := os.ReadFile(filepath.Join(dir, name))
+	b, err := readFile(fs, path.Join(dir, name))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -159,17 +164,17 @@ func readSnapshotFile(dir string, index uint64) ([]byte, uint64, error) {
 // snapshot and removing its predecessor leaves behind. A newest snapshot
 // that fails its checksum is an error, not a reason to fall back: the log
 // may already be truncated past the older one.
-func loadNewestSnapshot(dir string, snapshots []snapshotFile) (index uint64, data []byte, keepBlobsFrom uint64, err error) {
+func loadNewestSnapshot(fs fsys.FS, dir string, snapshots []snapshotFile) (index uint64, data []byte, keepBlobsFrom uint64, err error) {
 	if len(snapshots) == 0 {
 		return 0, nil, 0, nil
 	}
 	newest := snapshots[len(snapshots)-1]
-	data, keepBlobsFrom, err = readSnapshotFile(dir, newest.index)
+	data, keepBlobsFrom, err = readSnapshotFile(fs, dir, newest.index)
 	if err != nil {
 		return 0, nil, 0, err
 	}
 	for _, old := range snapshots[:len(snapshots)-1] {
-		if err := os.Remove(filepath.Join(dir, old.name)); err != nil {
+		if err := fs.Remove(path.Join(dir, old.name)); err != nil {
 			return 0, nil, 0, err
 		}
 	}

@@ -1,4 +1,4 @@
-package logstore
+package storage
 
 import (
 	"fmt"

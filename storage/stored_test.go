@@ -1,4 +1,4 @@
-package logstore
+package storage
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"hash/crc32"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -73,7 +72,7 @@ func TestCommitterReportsStoredPayloads(t *testing.T) {
 	defer l.Close()
 	var upTos []uint64
 	var reports [][]StoredPayload // appended on the writer goroutine, read after Close
-	c := NewCommitter(l, func(upTo uint64, stored []StoredPayload, err error) {
+	c := newPlanCommitter(l, func(upTo uint64, stored []StoredPayload, err error) {
 		if err != nil {
 			t.Errorf("onDurable: %v", err)
 		}
@@ -107,7 +106,7 @@ func TestCommitterReportsStoredPayloads(t *testing.T) {
 			want = append(want, e.Offset)
 		}
 	}
-	r := NewPayloadReader(dir)
+	r := NewPayloadReader(testFS, dir)
 	defer r.Close()
 	prevUpTo := uint64(0)
 	for k, stored := range reports {
@@ -125,10 +124,10 @@ func TestCommitterReportsStoredPayloads(t *testing.T) {
 	}
 
 	ids, keep := blobIDs(t, dir), refs[len(refs)*2/3].File
-	c = NewCommitter(l, func(uint64, []StoredPayload, error) {})
+	c = newPlanCommitter(l, func(uint64, []StoredPayload, error) {})
 	must(t, c.SaveSnapshot(uint64(len(all)), []byte("snap"), keep))
 	must(t, c.Close())
-	must(t, l.waitUnlinks())
+	must(t, l.runner.Wait())
 	if got := blobIDs(t, dir); ids[0] == keep || !slices.Equal(got, ids[slices.Index(ids, keep):]) {
 		t.Fatalf("snapshot keeping from %d: files %v, were %v", keep, got, ids)
 	}
@@ -150,7 +149,7 @@ func TestRecoveredPublishesComeBackStored(t *testing.T) {
 		all = append(all, batch...)
 	}
 	must(t, l.Close())
-	l, rec, err := Open(dir, opts) // not openLog: it would load the payloads
+	l, rec, err := Open(testEnv, dir, opts) // not openLog: it would load the payloads
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +157,7 @@ func TestRecoveredPublishesComeBackStored(t *testing.T) {
 	if len(rec.Entries) != len(all) {
 		t.Fatalf("%d entries, want %d", len(rec.Entries), len(all))
 	}
-	r := NewPayloadReader(dir)
+	r := NewPayloadReader(testFS, dir)
 	defer r.Close()
 	for i, e := range rec.Entries {
 		want := all[i].Body.Payload
@@ -187,7 +186,7 @@ func TestSnapshotKeepsBlobFilesWithStoredBodies(t *testing.T) {
 	appendBlobs := func(l *Log, count int) []core.Entry {
 		batch := sizedPublishes(rng, l.LastIndex()+1, slices.Repeat([]int{1000}, count)...)
 		appendSync(t, l, batch)
-		stored = l.appendStored(stored, batch)
+		stored = l.AppendStored(stored, batch)
 		for _, e := range batch {
 			payloads[e.Offset] = e.Body.Payload
 		}
@@ -200,7 +199,7 @@ func TestSnapshotKeepsBlobFilesWithStoredBodies(t *testing.T) {
 			t.Fatalf("blob files %v, want %v", got, wantIDs)
 		}
 		for _, sp := range stored {
-			r := NewPayloadReader(dir) // fresh: holds no file open from before
+			r := NewPayloadReader(testFS, dir) // fresh: holds no file open from before
 			if sp.Ref.File >= keepFrom {
 				readsBack(t, r, sp.Ref, payloads[sp.Offset])
 			} else if _, err := r.Read(sp.Ref); err == nil {
@@ -220,7 +219,7 @@ func TestSnapshotKeepsBlobFilesWithStoredBodies(t *testing.T) {
 	}
 	keep, kept := before[12], before[12:] // 97: a stored body of the snapshot is in it
 	must(t, l.SaveSnapshot(210, []byte("at 210"), keep))
-	must(t, l.waitUnlinks())
+	must(t, l.runner.Wait())
 	checkRefs(keep, kept)
 	must(t, l.Close())
 
@@ -248,13 +247,13 @@ func TestSnapshotKeepsBlobFilesWithStoredBodies(t *testing.T) {
 
 	// Keeping from 201: the covered files below it go.
 	must(t, l.SaveSnapshot(213, []byte("at 213"), 201))
-	must(t, l.waitUnlinks())
+	must(t, l.runner.Wait())
 	checkRefs(201, []uint64{201, 209})
 
 	// No stored body (keepBlobsFrom 0): every covered file goes.
 	appendBlobs(l, 2)
 	must(t, l.SaveSnapshot(215, []byte("at 215"), 0))
-	must(t, l.waitUnlinks())
+	must(t, l.runner.Wait())
 	checkRefs(216, nil)
 	must(t, l.Close())
 }
@@ -266,7 +265,7 @@ func TestPayloadReaderDetectsCorruption(t *testing.T) {
 	l, _ := openLog(t, dir, blobOptions(CorruptionRefuse))
 	batch := sizedPublishes(rand.New(rand.NewPCG(9, 9)), 1, slices.Repeat([]int{1000}, 5)...)
 	appendSync(t, l, batch)
-	stored := l.appendStored(nil, batch)
+	stored := l.AppendStored(nil, batch)
 	must(t, l.Close())
 	if len(stored) != 5 || stored[4].Ref.File != stored[0].Ref.File {
 		t.Fatalf("want 5 payloads in one file: %+v", stored)
@@ -274,7 +273,7 @@ func TestPayloadReaderDetectsCorruption(t *testing.T) {
 	path := filepath.Join(dir, blobName(stored[0].Ref.File))
 	corrupt := func(i int, why string) {
 		t.Helper()
-		r := NewPayloadReader(dir)
+		r := NewPayloadReader(testFS, dir)
 		defer r.Close()
 		if _, err := r.Read(stored[i].Ref); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("%s: read payload %d: %v, want ErrCorrupt", why, i, err)
@@ -283,20 +282,20 @@ func TestPayloadReaderDetectsCorruption(t *testing.T) {
 
 	flipByte(t, path, int(stored[2].Ref.OffsetBytes)+7)
 	corrupt(2, "flipped byte")
-	r := NewPayloadReader(dir)
+	r := NewPayloadReader(testFS, dir)
 	readsBack(t, r, stored[1].Ref, batch[1].Body.Payload) // neighbours intact
 	readsBack(t, r, stored[3].Ref, batch[3].Body.Payload)
 	r.Close()
 
 	end := stored[4].Ref.OffsetBytes + uint64(stored[4].Ref.LengthBytes)
-	must(t, os.Truncate(path, int64(end)-1))
+	must(t, tfs.Truncate(path, int64(end)-1))
 	corrupt(4, "one byte short")
-	must(t, os.Truncate(path, int64(stored[3].Ref.OffsetBytes)-10))
+	must(t, tfs.Truncate(path, int64(stored[3].Ref.OffsetBytes)-10))
 	corrupt(3, "cut before the payload's start")
 	corrupt(4, "starts past the end")
 
-	must(t, os.Remove(path))
-	r = NewPayloadReader(dir)
+	must(t, tfs.Remove(path))
+	r = NewPayloadReader(testFS, dir)
 	defer r.Close()
 	if _, err := r.Read(stored[0].Ref); err == nil {
 		t.Fatal("read from a missing file succeeded")
@@ -321,10 +320,10 @@ func TestSnapshotV1HeaderStillReads(t *testing.T) {
 	header = binary.BigEndian.AppendUint64(header, uint64(len(data)))
 	crc := crc32.Update(crc32.Update(0, castagnoli, header[4:]), castagnoli, data)
 	header = binary.BigEndian.AppendUint32(header, crc)
-	must(t, os.WriteFile(filepath.Join(dir, snapshotName(index)), append(header, data...), 0o640))
+	must(t, tfs.WriteFile(filepath.Join(dir, snapshotName(index)), append(header, data...), 0o640))
 	damaged := copyDir(t, dir)
 	flipByte(t, filepath.Join(damaged, snapshotName(index)), len(header)+3)
-	if _, _, err := Open(damaged, opts); !errors.Is(err, ErrCorrupt) {
+	if _, _, err := Open(testEnv, damaged, opts); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("damaged v1 snapshot: %v, want ErrCorrupt", err)
 	}
 
@@ -356,7 +355,7 @@ func TestPayloadReaderReadAhead(t *testing.T) {
 	appendSized := func(sizes ...int) {
 		batch := sizedPublishes(rng, l.LastIndex()+1, sizes...)
 		appendSync(t, l, batch)
-		stored = l.appendStored(stored, batch)
+		stored = l.AppendStored(stored, batch)
 		for _, e := range batch {
 			payloads = append(payloads, e.Body.Payload)
 		}
@@ -369,7 +368,7 @@ func TestPayloadReaderReadAhead(t *testing.T) {
 		t.Fatalf("only %d blob files: the reader should have to close some", len(ids))
 	}
 
-	r := NewPayloadReader(dir)
+	r := NewPayloadReader(testFS, dir)
 	defer r.Close()
 	check := func(i int) { t.Helper(); readsBack(t, r, stored[i].Ref, payloads[i]) }
 	for i := range stored {

@@ -1,8 +1,7 @@
-package logstore
+package storage
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -19,7 +18,7 @@ func blobOptions(policy CorruptionPolicy) Options {
 
 func blobsOf(t testing.TB, dir string) []blobOnDisk {
 	t.Helper()
-	listing, err := listDir(dir)
+	listing, err := listDir(testFS, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +52,12 @@ func TestBlobRoundTripAcrossRotation(t *testing.T) {
 	gen := newEntryGen(21, 3000)
 	var all []core.Entry
 	for len(all) < 2000 {
-		batch := gen.entries(l.LastIndex()+1, 1+gen.rng.IntN(60))
+		batch := gen.Entries(l.LastIndex()+1, 1+gen.Rng.IntN(60))
 		appendSync(t, l, batch)
 		all = append(all, batch...)
 	}
 	// A payload larger than a blob file gets a file of its own.
-	huge := blobPublishes(l.LastIndex()+1, 1, 3*int(opts.BlobFileSizeBytes), gen.epoch)
+	huge := blobPublishes(l.LastIndex()+1, 1, 3*int(opts.BlobFileSizeBytes), gen.Epoch)
 	appendSync(t, l, huge)
 	all = append(all, huge...)
 	stats := l.Stats()
@@ -83,7 +82,7 @@ func TestBlobRoundTripAcrossRotation(t *testing.T) {
 	if rec.TruncatedTail || rec.RemovedBlobFiles != 0 {
 		t.Fatalf("clean reopen cut %v, removed %d blob files", rec.TruncatedTail, rec.RemovedBlobFiles)
 	}
-	more := blobPublishes(l.LastIndex()+1, 3, 300, gen.epoch)
+	more := blobPublishes(l.LastIndex()+1, 3, 300, gen.Epoch)
 	appendSync(t, l, more)
 	all = append(all, more...)
 	if l.Stats().BlobFilesCreated != 1 {
@@ -140,15 +139,15 @@ func TestBlobTornTail(t *testing.T) {
 	for _, recordDurable := range []bool{true, false} {
 		for cut := lastStart; cut < lastBlob.sizeBytes; cut++ {
 			dir := copyDir(t, master)
-			if err := os.Truncate(filepath.Join(dir, blobName(lastBlob.id)), cut); err != nil {
+			if err := tfs.Truncate(filepath.Join(dir, blobName(lastBlob.id)), cut); err != nil {
 				t.Fatal(err)
 			}
 			if !recordDurable {
-				if err := os.Truncate(filepath.Join(dir, tail.name), int64(lastFrame)); err != nil {
+				if err := tfs.Truncate(filepath.Join(dir, tail.name), int64(lastFrame)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			l, rec, err := Open(dir, opts)
+			l, rec, err := Open(testEnv, dir, opts)
 			if err != nil {
 				t.Fatalf("durable %v, cut at %d: %v", recordDurable, cut, err)
 			}
@@ -176,7 +175,7 @@ func TestBlobTornTail(t *testing.T) {
 				t.Fatalf("cut at %d: a second open repaired again: %+v", cut, rec)
 			}
 			l.Close()
-			os.RemoveAll(dir)
+			tfs.RemoveAll(dir)
 		}
 	}
 }
@@ -196,7 +195,7 @@ func TestBlobLostWithItsRoundIsTorn(t *testing.T) {
 	for lost := 3; lost >= 1; lost-- {
 		dir := copyDir(t, master)
 		cut := lastBlob.sizeBytes - int64(lost)*payloadBytes + payloadBytes/2
-		if err := os.Truncate(filepath.Join(dir, blobName(lastBlob.id)), cut); err != nil {
+		if err := tfs.Truncate(filepath.Join(dir, blobName(lastBlob.id)), cut); err != nil {
 			t.Fatal(err)
 		}
 		l, rec := openLog(t, dir, opts)
@@ -225,11 +224,11 @@ func TestBlobShortBeforeLastRoundIsCorruption(t *testing.T) {
 	// Into the payload of entry n-3, the last of the round before the last
 	// (the last file holds more than four payloads).
 	cut := lastBlob.sizeBytes - 3*payloadBytes - payloadBytes/2
-	if err := os.Truncate(filepath.Join(dir, blobName(lastBlob.id)), cut); err != nil {
+	if err := tfs.Truncate(filepath.Join(dir, blobName(lastBlob.id)), cut); err != nil {
 		t.Fatal(err)
 	}
 	before := dirDigest(t, dir)
-	_, _, err := Open(dir, opts)
+	_, _, err := Open(testEnv, dir, opts)
 	if ce := asCorruption(t, err); ce.Cut.Index != uint64(n-3) || ce.Cut.Reason != CutBlobShort || ce.Cut.Torn || ce.Cut.DroppedRecords != 4 {
 		t.Fatalf("reported %+v", ce.Cut)
 	}
@@ -263,7 +262,7 @@ func TestBlobCorruptByte(t *testing.T) {
 	flipByte(t, filepath.Join(dir, blobName(middle.id)), payloadBytes+7) // its second payload
 	badIndex := middle.id + 1
 	before := dirDigest(t, dir)
-	_, _, err := Open(dir, opts)
+	_, _, err := Open(testEnv, dir, opts)
 	if ce := asCorruption(t, err); ce.Cut.Index != badIndex || ce.Cut.Reason != CutBlobChecksum || ce.Cut.Torn {
 		t.Fatalf("reported %+v", ce.Cut)
 	}
@@ -302,8 +301,8 @@ func TestBlobMissingFile(t *testing.T) {
 	writeBlobLog(t, dir, opts, 40, 3, 300)
 	blobs := blobsOf(t, dir)
 	gone := blobs[len(blobs)/2]
-	os.Remove(filepath.Join(dir, blobName(gone.id)))
-	_, _, err := Open(dir, opts)
+	tfs.Remove(filepath.Join(dir, blobName(gone.id)))
+	_, _, err := Open(testEnv, dir, opts)
 	if ce := asCorruption(t, err); ce.Cut.Index != gone.id || ce.Cut.Reason != CutBlobMissing || ce.Cut.Torn {
 		t.Fatalf("reported %+v", ce.Cut)
 	}
@@ -330,7 +329,7 @@ func TestSnapshotRemovesBlobFiles(t *testing.T) {
 	if err := l.SaveSnapshot(100, []byte("at 100"), 0); err != nil {
 		t.Fatal(err)
 	}
-	must(t, l.waitUnlinks()) // removal runs in the background
+	must(t, l.runner.Wait()) // removal runs in the background
 	blobs := blobsOf(t, dir)
 	if len(blobs) != 13 || blobs[0].id != 97 || l.Stats().BlobFilesRemoved != 12 {
 		t.Fatalf("after a snapshot at 100: %+v, stats %+v", blobs, l.Stats())
@@ -347,7 +346,7 @@ func TestSnapshotRemovesBlobFiles(t *testing.T) {
 	if err := l.SaveSnapshot(200, []byte("at 200"), 0); err != nil {
 		t.Fatal(err)
 	}
-	must(t, l.waitUnlinks())
+	must(t, l.runner.Wait())
 	if blobs := blobsOf(t, dir); len(blobs) != 0 {
 		t.Fatalf("blob files left after a snapshot of everything: %+v", blobs)
 	}

@@ -1,9 +1,9 @@
-package logstore
+package storage
 
 import (
 	"bytes"
 	"errors"
-	"os"
+	"github.com/fibril-go/fibril/storage/fsys"
 	"path/filepath"
 	"testing"
 )
@@ -36,7 +36,7 @@ func TestSnapshotTruncatesAndRecovers(t *testing.T) {
 	if err := l.SaveSnapshot(1500, state, 0); err != nil {
 		t.Fatal(err)
 	}
-	must(t, l.waitUnlinks()) // blob files go in the background
+	must(t, l.runner.Wait()) // blob files go in the background
 	after := sizeBytes(t, l)
 	// 1500 records of about 1.1 KiB went, 5 KB of snapshot came.
 	if before-after < 1500*1024 {
@@ -66,7 +66,7 @@ func TestSnapshotAtLastIndex(t *testing.T) {
 	if err := l.SaveSnapshot(500, []byte("s"), 0); err != nil {
 		t.Fatal(err)
 	}
-	must(t, l.waitUnlinks())
+	must(t, l.runner.Wait())
 	if l.FirstIndex() != 501 || l.LastIndex() != 500 {
 		t.Fatalf("first %d last %d", l.FirstIndex(), l.LastIndex())
 	}
@@ -93,11 +93,9 @@ func TestCrashBetweenSnapshotAndTruncation(t *testing.T) {
 	opts := testOptions(64<<10, CorruptionRefuse)
 	l := writePublishes(t, dir, opts, 2000)
 	l.Close()
-	dirFile, _ := os.Open(dir)
-	if err := writeSnapshotFile(dir, dirFile, 1200, 0, []byte("state at 1200")); err != nil {
+	if err := writeSnapshotFile(testFS, dir, 1200, 0, []byte("state at 1200")); err != nil {
 		t.Fatal(err)
 	}
-	dirFile.Close()
 	l, rec := openLog(t, dir, opts)
 	if !rec.FinishedTruncation || string(rec.Snapshot) != "state at 1200" || l.FirstIndex() != 1201 {
 		t.Fatalf("finished %v snapshot %q first %d", rec.FinishedTruncation, rec.Snapshot, l.FirstIndex())
@@ -124,9 +122,7 @@ func TestCoveredCorruptionIsSkipped(t *testing.T) {
 	}
 	starts := frameStarts(t, filepath.Join(dir, seg.name))
 	flipByte(t, filepath.Join(dir, seg.name), starts[100-seg.firstIndex]+30) // index 100
-	dirFile, _ := os.Open(dir)
-	writeSnapshotFile(dir, dirFile, 150, 0, []byte("s"))
-	dirFile.Close()
+	writeSnapshotFile(testFS, dir, 150, 0, []byte("s"))
 	l, rec := openLog(t, dir, opts)
 	defer l.Close()
 	if rec.TruncatedTail || !rec.FinishedTruncation {
@@ -143,14 +139,12 @@ func TestLeftoversRemoved(t *testing.T) {
 	l := writePublishes(t, dir, opts, 300)
 	l.SaveSnapshot(100, []byte("old"), 0)
 	l.Close()
-	dirFile, _ := os.Open(dir)
-	writeSnapshotFile(dir, dirFile, 200, 0, []byte("new"))
-	dirFile.Close()
+	writeSnapshotFile(testFS, dir, 200, 0, []byte("new"))
 	// The old snapshot is back, as if the crash came before its removal.
-	os.WriteFile(filepath.Join(dir, snapshotName(100)), mustRead(t, filepath.Join(dir, snapshotName(200))), 0o640)
+	tfs.WriteFile(filepath.Join(dir, snapshotName(100)), mustRead(t, filepath.Join(dir, snapshotName(200))), 0o640)
 	junk := []string{snapshotName(250) + snapshotTmpSuffix, segmentName(260) + ".START.TEMP"}
 	for _, name := range junk {
-		os.WriteFile(filepath.Join(dir, name), []byte("half written"), 0o640)
+		tfs.WriteFile(filepath.Join(dir, name), []byte("half written"), 0o640)
 	}
 	l, rec := openLog(t, dir, opts)
 	defer l.Close()
@@ -158,7 +152,7 @@ func TestLeftoversRemoved(t *testing.T) {
 		t.Fatalf("snapshot %q at %d, removed %d", rec.Snapshot, rec.SnapshotIndex, rec.RemovedFiles)
 	}
 	for _, name := range append(junk, snapshotName(100)) {
-		if _, err := os.Stat(filepath.Join(dir, name)); !errors.Is(err, os.ErrNotExist) {
+		if _, err := tfs.Stat(filepath.Join(dir, name)); !errors.Is(err, fsys.ErrNotExist) {
 			t.Fatalf("%s still there: %v", name, err)
 		}
 	}
@@ -167,7 +161,7 @@ func TestLeftoversRemoved(t *testing.T) {
 
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	b, err := tfs.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +175,7 @@ func TestCorruptSnapshotIsAnError(t *testing.T) {
 	l.SaveSnapshot(100, []byte("some state"), 0)
 	l.Close()
 	flipByte(t, filepath.Join(dir, snapshotName(100)), snapshotHeaderBytes+2)
-	if _, _, err := Open(dir, opts); !errors.Is(err, ErrCorrupt) {
+	if _, _, err := Open(testEnv, dir, opts); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("open with a corrupt snapshot: %v", err)
 	}
 }
@@ -219,9 +213,7 @@ func TestLogBehindSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	opts := testOptions(64<<10, CorruptionRefuse)
 	writePublishes(t, dir, opts, 100).Close()
-	dirFile, _ := os.Open(dir)
-	writeSnapshotFile(dir, dirFile, 150, 0, []byte("s"))
-	dirFile.Close()
+	writeSnapshotFile(testFS, dir, 150, 0, []byte("s"))
 	l, rec := openLog(t, dir, opts)
 	defer l.Close()
 	if !rec.ResetLog || len(rec.Entries) != 0 || l.FirstIndex() != 151 || l.LastIndex() != 150 {
@@ -242,10 +234,8 @@ func TestInterruptedTidwallTruncateFront(t *testing.T) {
 	starts := frameStarts(t, filepath.Join(dir, seg.name))
 	cutIndex := seg.firstIndex + 3
 	rest := mustRead(t, filepath.Join(dir, seg.name))[starts[3]:]
-	os.WriteFile(filepath.Join(dir, segmentName(cutIndex)+".START"), rest, 0o640)
-	dirFile, _ := os.Open(dir)
-	writeSnapshotFile(dir, dirFile, cutIndex-1, 0, []byte("s"))
-	dirFile.Close()
+	tfs.WriteFile(filepath.Join(dir, segmentName(cutIndex)+".START"), rest, 0o640)
+	writeSnapshotFile(testFS, dir, cutIndex-1, 0, []byte("s"))
 	l, rec := openLog(t, dir, opts)
 	defer l.Close()
 	if l.FirstIndex() != cutIndex || rec.FinishedTruncation {

@@ -1,15 +1,13 @@
-package logstore
+package storage
 
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sync"
-	"sync/atomic"
+	"path"
 
 	"github.com/fibril-go/fibril/core"
-	"github.com/tidwall/wal"
+	"github.com/fibril-go/fibril/mutant"
+	"github.com/fibril-go/fibril/storage/fsys"
 )
 
 // Log is one partition's log on disk. Invariants:
@@ -21,8 +19,6 @@ import (
 //     least of all an fsync (see doc.go).
 
 const (
-	dirPerm  = 0o750
-	filePerm = 0o640
 	// recordBufferRetainBytesMax: a record buffer grown past this by one
 	// large message is dropped after use rather than kept for the next.
 	recordBufferRetainBytesMax = 1 << 20
@@ -31,12 +27,31 @@ const (
 // ErrClosed reports use of a closed Log or Committer.
 var ErrClosed = errors.New("logstore: closed")
 
+// Env is what a Log runs over: the filesystem, the segment log on it, and
+// how overlapping waits run (nil: inline, in order).
+type Env struct {
+	FS             fsys.FS
+	OpenSegmentLog fsys.OpenSegmentLog
+	// NewRunner makes the runner of one Log (its background unlinks are
+	// waited for by that Log's Close); nil runs everything inline.
+	NewRunner func() fsys.Runner
+}
+
+func (env Env) runner() fsys.Runner {
+	if env.NewRunner == nil {
+		return &fsys.Inline{}
+	}
+	return env.NewRunner()
+}
+
 // Log is one partition's durable log. See the package doc for the layout.
 type Log struct {
-	dir     string
-	opts    Options
-	wal     *wal.Log
-	dirFile *os.File // held open to fsync the directory
+	dir    string
+	opts   Options
+	env    Env
+	fs     fsys.FS
+	runner fsys.Runner
+	wal    fsys.SegmentLog
 
 	firstIndex    uint64 // lastIndex+1 when the log holds no record
 	lastIndex     uint64
@@ -54,24 +69,22 @@ type Log struct {
 	// its last fdatasync.
 	blobSyncPending bool
 
-	batch      wal.Batch
+	batch      fsys.Batch
 	recordBuf  []byte
 	frameSizes []int // of the batch being built, for the segment mirror
 
 	// Blob files (blob.go): the live ones by id, the last open for append.
 	blobFiles  []blobFile
-	blobActive *os.File
+	blobActive fsys.File
 	// Reused every Append: the round's payloads back to back, where each
 	// file's run of them starts, and each entry's reference.
 	blobBuf     []byte
 	blobChunks  []blobChunk
 	blobRefs    []blobRef
 	blobScratch blobScratch
-
-	// unlinks tracks the background removal of blob files (blob.go);
-	// unlinkErr is the first error it met.
-	unlinks   sync.WaitGroup
-	unlinkErr atomic.Pointer[error]
+	// The two halves of a Sync that may overlap (Env.NewRunner), made once
+	// so that a Sync allocates no closure.
+	syncSegmentsFn, syncBlobsFn func() error
 
 	failed error
 	closed bool
@@ -94,51 +107,49 @@ type LogStats struct {
 	BlobFilesRemoved uint64 // by snapshots
 }
 
-// tidwallOptions: we fsync ourselves (Sync), never read through tidwall
-// (recovery parses the files), and allow an empty log so that a snapshot at
-// the last index can truncate every record and a cut can drop the first.
-func tidwallOptions(opts Options) *wal.Options {
-	return &wal.Options{
-		NoSync:           true,
-		SegmentSize:      opts.SegmentSizeBytes,
-		LogFormat:        wal.Binary,
-		SegmentCacheSize: 1, // we never Read; a rolled segment is dropped at once (ClearCache)
-		NoCopy:           true,
-		AllowEmpty:       true,
-		DirPerms:         dirPerm,
-		FilePerms:        filePerm,
-	}
+// segmentLogOptions: we fsync ourselves (Sync) and never read through the
+// segment log (recovery parses the files); tidwall's adapter adds an empty
+// log allowed (a snapshot at the last index truncates every record, a cut
+// can drop the first) and one cached segment.
+func segmentLogOptions(opts Options) fsys.SegmentLogOptions {
+	return fsys.SegmentLogOptions{NoSync: true, SegmentSizeBytes: opts.SegmentSizeBytes}
 }
 
-// Open opens the log in dir, creating it if absent, repairs a torn tail (and
-// corruption, if opts.OnCorruption allows), and returns what recovery needs.
-func Open(dir string, opts Options) (*Log, Recovered, error) {
+// Open opens the log in dir over env, creating it if absent, repairs a torn
+// tail (and corruption, if opts.OnCorruption allows), makes what it keeps
+// durable, and returns what recovery needs.
+func Open(env Env, dir string, opts Options) (*Log, Recovered, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, Recovered{}, err
 	}
-	if err := os.MkdirAll(dir, dirPerm); err != nil {
+	assertTrue(env.FS != nil && env.OpenSegmentLog != nil, "a log runs over a filesystem and a segment log")
+	if err := env.FS.MkdirAll(dir); err != nil {
 		return nil, Recovered{}, err
 	}
 	// The directory's own entry must survive a crash too.
-	if err := syncDirPath(filepath.Dir(dir)); err != nil {
+	if err := env.FS.SyncDir(path.Dir(dir)); err != nil {
 		return nil, Recovered{}, err
 	}
-	dirFile, err := os.Open(dir)
-	if err != nil {
-		return nil, Recovered{}, err
-	}
-	l := &Log{dir: dir, opts: opts, dirFile: dirFile}
+	l := &Log{dir: dir, opts: opts, env: env, fs: env.FS, runner: env.runner()}
+	l.syncSegmentsFn = func() error { return l.wal.Sync() }
+	l.syncBlobsFn = l.syncBlobs
 	rec, err := l.recover()
 	if err != nil {
 		if l.wal != nil {
 			l.wal.Close()
 		}
 		l.closeBlobs()
-		dirFile.Close()
+		l.runner.Wait()
 		return nil, Recovered{}, err
 	}
 	return l, rec, nil
 }
+
+// Options returns the options the log was opened with.
+func (l *Log) Options() Options { return l.opts }
+
+// Err returns why the log cannot be used (failed or closed), or nil.
+func (l *Log) Err() error { return l.usable() }
 
 // Dir returns the log's directory.
 func (l *Log) Dir() string { return l.dir }
@@ -236,7 +247,7 @@ func (l *Log) Append(entries []core.Entry) error {
 // writeBatch writes the batch built so far (batchBytes of records).
 func (l *Log) writeBatch(batchBytes int) error {
 	count := uint64(len(l.frameSizes))
-	if err := l.wal.WriteBatch(&l.batch); err != nil {
+	if err := l.wal.WriteBatch(l.batch); err != nil {
 		return l.fail(err)
 	}
 	l.lastIndex += count
@@ -254,7 +265,7 @@ func (l *Log) writeBatch(batchBytes int) error {
 	if batchBytes > l.opts.BatchBytesMax {
 		// One oversized record grew tidwall's batch buffer, which it keeps
 		// for reuse: let it go instead.
-		l.batch = wal.Batch{}
+		l.batch = l.wal.NewBatch()
 	}
 	l.frameSizes = l.frameSizes[:0]
 	tidwallLast, err := l.wal.LastIndex()
@@ -300,25 +311,23 @@ func (l *Log) Sync() error {
 	// The round's payloads and its records become durable side by side:
 	// the wait is one disk round trip, not two (blob.go says why that is
 	// safe).
-	var blobErr error
-	var blobDone chan struct{}
+	var walErr, blobErr error
 	if l.blobSyncPending {
-		blobDone = make(chan struct{})
-		go func() {
-			defer close(blobDone)
-			blobErr = l.syncBlobs()
-		}()
-	}
-	walErr := l.wal.Sync()
-	if blobDone != nil {
-		<-blobDone
+		walErr, blobErr = l.runner.Both(l.syncSegmentsFn, l.syncBlobsFn)
+	} else {
+		walErr = l.wal.Sync()
 	}
 	if err := errors.Join(walErr, blobErr); err != nil {
 		return l.fail(err)
 	}
 	l.stats.Syncs++
+	if l.dirSyncPending && mutant.On(mutant.NoDirSync) {
+		// Broken on purpose: new segment and blob files' entries stay
+		// in the page cache.
+		l.dirSyncPending = false
+	}
 	if l.dirSyncPending {
-		if err := l.dirFile.Sync(); err != nil {
+		if err := l.fs.SyncDir(l.dir); err != nil {
 			return l.fail(err)
 		}
 		l.dirSyncPending = false
@@ -353,11 +362,11 @@ func (l *Log) SaveSnapshot(index uint64, data []byte, keepBlobsFrom uint64) erro
 		}
 	}
 	assertTrue(l.syncedIndex >= index, "a snapshot never runs ahead of the durable log")
-	if err := writeSnapshotFile(l.dir, l.dirFile, index, keepBlobsFrom, data); err != nil {
+	if err := writeSnapshotFile(l.fs, l.dir, index, keepBlobsFrom, data); err != nil {
 		return l.fail(err)
 	}
 	if previous := l.snapshotIndex; previous != 0 {
-		if err := os.Remove(filepath.Join(l.dir, snapshotName(previous))); err != nil {
+		if err := l.fs.Remove(path.Join(l.dir, snapshotName(previous))); err != nil {
 			return l.fail(err)
 		}
 	}
@@ -387,7 +396,7 @@ func (l *Log) truncateFront(firstIndex uint64) error {
 	tidwallFirst, err := l.wal.FirstIndex()
 	assertTrue(err == nil && tidwallFirst == firstIndex, "tidwall's first index is ours")
 	// tidwall renames without fsyncing the directory.
-	if err := l.dirFile.Sync(); err != nil {
+	if err := l.fs.SyncDir(l.dir); err != nil {
 		return err
 	}
 	// When the cut fell in the tail segment, tidwall rewrote it shorter.
@@ -397,7 +406,7 @@ func (l *Log) truncateFront(firstIndex uint64) error {
 // loadTailSegmentBytes reads the size of the tail segment from the directory
 // (after Open or a truncation, when tidwall reloaded its tail from disk).
 func (l *Log) loadTailSegmentBytes() error {
-	listing, err := listDir(l.dir)
+	listing, err := listDir(l.fs, l.dir)
 	if err != nil {
 		return err
 	}
@@ -409,21 +418,14 @@ func (l *Log) loadTailSegmentBytes() error {
 // SizeBytes returns the bytes the log's files take (segments, snapshot and
 // any leftovers), for reports. Safe to call from any goroutine.
 func (l *Log) SizeBytes() (int64, error) {
-	entries, err := os.ReadDir(l.dir)
+	entries, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return 0, err
 	}
 	var total int64
 	for _, entry := range entries {
-		info, err := entry.Info()
-		if errors.Is(err, os.ErrNotExist) {
-			continue // removed while we listed (a truncation)
-		}
-		if err != nil {
-			return 0, err
-		}
-		if info.Mode().IsRegular() {
-			total += info.Size()
+		if !entry.IsDir {
+			total += entry.SizeBytes
 		}
 	}
 	return total, nil
@@ -443,20 +445,9 @@ func (l *Log) Close() error {
 	walErr := l.wal.Close() // fsyncs the tail once more, even with NoSync
 	blobErr := l.closeBlobs()
 	// A log reopened in this process must not see files vanish under it.
-	unlinkErr := l.waitUnlinks()
-	dirErr := l.dirFile.Close()
+	unlinkErr := l.runner.Wait()
 	if l.failed != nil {
 		return l.failed
 	}
-	return errors.Join(syncErr, walErr, blobErr, unlinkErr, dirErr)
-}
-
-func syncDirPath(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	syncErr := f.Sync()
-	closeErr := f.Close()
-	return errors.Join(syncErr, closeErr)
+	return errors.Join(syncErr, walErr, blobErr, unlinkErr)
 }

@@ -1,4 +1,4 @@
-package logstore
+package storage
 
 import (
 	"path/filepath"
@@ -44,12 +44,12 @@ func TestRoundTrip(t *testing.T) {
 	gen := newEntryGen(1, 700)
 	var all []core.Entry
 	for len(all) < 3000 {
-		batch := gen.entries(l.LastIndex()+1, 1+gen.rng.IntN(120))
+		batch := gen.Entries(l.LastIndex()+1, 1+gen.Rng.IntN(120))
 		if err := l.Append(batch); err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, batch...)
-		if gen.rng.IntN(3) == 0 {
+		if gen.Rng.IntN(3) == 0 {
 			if err := l.Sync(); err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +70,7 @@ func TestRoundTrip(t *testing.T) {
 	if rec.TruncatedTail || l.FirstIndex() != 1 || l.LastIndex() != uint64(len(all)) || l.SyncedIndex() != l.LastIndex() {
 		t.Fatalf("reopen: truncated %v first %d last %d synced %d", rec.TruncatedTail, l.FirstIndex(), l.LastIndex(), l.SyncedIndex())
 	}
-	more := gen.entries(l.LastIndex()+1, 500)
+	more := gen.Entries(l.LastIndex()+1, 500)
 	appendSync(t, l, more)
 	all = append(all, more...)
 	if err := l.Close(); err != nil {
@@ -94,7 +94,7 @@ func TestSegmentMirror(t *testing.T) {
 	segments := len(segmentsOf(t, dir))
 	for round := range 400 {
 		rollsBefore := l.Stats().SegmentRolls
-		if err := l.Append(gen.entries(l.LastIndex()+1, 1+gen.rng.IntN(12))); err != nil {
+		if err := l.Append(gen.Entries(l.LastIndex()+1, 1+gen.Rng.IntN(12))); err != nil {
 			t.Fatal(err)
 		}
 		rolled := int(l.Stats().SegmentRolls - rollsBefore)
@@ -154,7 +154,7 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	bad := DefaultOptions()
 	bad.OnCorruption = 0
-	if _, _, err := Open(t.TempDir(), bad); err == nil {
+	if _, _, err := Open(testEnv, t.TempDir(), bad); err == nil {
 		t.Fatal("open accepted a zero corruption policy")
 	}
 }
@@ -162,7 +162,7 @@ func TestOptionsValidate(t *testing.T) {
 // TestRecordSizeEstimate: the Committer's round sizing errs high, by little.
 func TestRecordSizeEstimate(t *testing.T) {
 	gen := newEntryGen(12, 3000)
-	for i, e := range gen.entries(1, 2000) {
+	for i, e := range gen.Entries(1, 2000) {
 		actual := len(appendRecord(nil, &e))
 		estimate := recordSizeBytesEstimate(&e)
 		if estimate < actual || estimate > actual+128 {

@@ -1,4 +1,4 @@
-package logstore
+package storage
 
 // Assertions guard invariants that only a bug can break (STYLE.md §4). They
 // panic in production too: a log that has lost track of its own indexes must
@@ -7,6 +7,6 @@ package logstore
 // assertTrue panics with why when cond is false.
 func assertTrue(cond bool, why string) {
 	if !cond {
-		panic("fibril/logstore invariant violated: " + why)
+		panic("fibril/storage invariant violated: " + why)
 	}
 }

@@ -1,9 +1,8 @@
-package logstore
+package storage
 
 import (
 	"bytes"
 	"encoding/binary"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -12,13 +11,13 @@ import (
 
 // writeLog makes a closed log of count mixed entries in small segments and
 // returns them.
-func writeLog(t *testing.T, dir string, opts Options, count int, seed uint64) []core.Entry {
+func writeLog(t testing.TB, dir string, opts Options, count int, seed uint64) []core.Entry {
 	t.Helper()
 	l, _ := openLog(t, dir, opts)
 	gen := newEntryGen(seed, 300)
 	var all []core.Entry
 	for len(all) < count {
-		batch := gen.entries(l.LastIndex()+1, min(1+gen.rng.IntN(9), count-len(all)))
+		batch := gen.Entries(l.LastIndex()+1, min(1+gen.Rng.IntN(9), count-len(all)))
 		appendSync(t, l, batch)
 		all = append(all, batch...)
 	}
@@ -29,7 +28,7 @@ func writeLog(t *testing.T, dir string, opts Options, count int, seed uint64) []
 }
 
 // tailWithRecords returns the tail segment, which must hold records.
-func tailWithRecords(t *testing.T, dir string) segmentFile {
+func tailWithRecords(t testing.TB, dir string) segmentFile {
 	t.Helper()
 	segs := segmentsOf(t, dir)
 	tail := segs[len(segs)-1]
@@ -58,13 +57,13 @@ func TestTornTailEveryOffset(t *testing.T) {
 	starts := frameStarts(t, filepath.Join(master, tail.name))
 	lastStart, end := starts[len(starts)-2], starts[len(starts)-1]
 	gen := newEntryGen(99, 50)
-	gen.epoch = all[count-1].Epoch
+	gen.Epoch = all[count-1].Epoch
 	for cut := lastStart; cut <= end; cut++ {
 		dir := copyDir(t, master)
-		if err := os.Truncate(filepath.Join(dir, tail.name), int64(cut)); err != nil {
+		if err := tfs.Truncate(filepath.Join(dir, tail.name), int64(cut)); err != nil {
 			t.Fatal(err)
 		}
-		l, rec, err := Open(dir, opts)
+		l, rec, err := Open(testEnv, dir, opts)
 		if err != nil {
 			t.Fatalf("cut at %d: %v", cut, err)
 		}
@@ -85,7 +84,7 @@ func TestTornTailEveryOffset(t *testing.T) {
 		if l.LastIndex() != uint64(want) {
 			t.Fatalf("cut at %d: last index %d, want %d", cut, l.LastIndex(), want)
 		}
-		next := gen.entries(uint64(want)+1, 2)
+		next := gen.Entries(uint64(want)+1, 2)
 		appendSync(t, l, next)
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
@@ -96,13 +95,15 @@ func TestTornTailEveryOffset(t *testing.T) {
 			t.Fatalf("cut at %d: a second open cut again", cut)
 		}
 		l.Close()
-		os.RemoveAll(dir)
+		tfs.RemoveAll(dir)
 	}
 }
 
 // TestTornTailFlippedLastRecord: a complete last frame whose bytes are wrong
 // (a write whose pages reached the disk only in part) is a torn tail too.
-func TestTornTailFlippedLastRecord(t *testing.T) {
+func TestTornTailFlippedLastRecord(t *testing.T) { checkTornTailFlippedLastRecord(t) }
+
+func checkTornTailFlippedLastRecord(t testing.TB) {
 	dir := t.TempDir()
 	opts := testOptions(4<<10, CorruptionRefuse)
 	all := writeLog(t, dir, opts, 40, 4)
@@ -125,7 +126,7 @@ func TestZeroFilledTail(t *testing.T) {
 	opts := testOptions(4<<10, CorruptionRefuse)
 	all := writeLog(t, dir, opts, 40, 5)
 	tail := tailWithRecords(t, dir)
-	f, err := os.OpenFile(filepath.Join(dir, tail.name), os.O_WRONLY|os.O_APPEND, 0)
+	f, err := testFS.OpenAppend(filepath.Join(dir, tail.name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestCorruptMiddleRefused(t *testing.T) {
 	opts := testOptions(4<<10, CorruptionRefuse)
 	dir, _, badIndex, badSegment := corruptMiddle(t, opts)
 	before := dirDigest(t, dir)
-	_, _, err := Open(dir, opts)
+	_, _, err := Open(testEnv, dir, opts)
 	ce := asCorruption(t, err)
 	if ce.Cut.Index != badIndex || ce.Cut.Torn || ce.Cut.Segment != badSegment || ce.Cut.DroppedBytes == 0 || ce.Cut.DroppedRecords < 2 {
 		t.Fatalf("index %d in %s: reported %+v", badIndex, badSegment, ce.Cut)
@@ -208,12 +209,12 @@ func TestCorruptLengthPrefix(t *testing.T) {
 	path := filepath.Join(dir, seg.name)
 	starts := frameStarts(t, path)
 	k := (len(starts) - 1) / 2
-	b, _ := os.ReadFile(path)
+	b, _ := tfs.ReadFile(path)
 	copy(b[starts[k]:], bytes.Repeat([]byte{0xFF}, 11)) // an overlong uvarint
-	os.WriteFile(path, b, 0o640)
+	tfs.WriteFile(path, b, 0o640)
 	badIndex := seg.firstIndex + uint64(k)
 
-	_, _, err := Open(dir, testOptions(4<<10, CorruptionRefuse))
+	_, _, err := Open(testEnv, dir, testOptions(4<<10, CorruptionRefuse))
 	if ce := asCorruption(t, err); ce.Cut.Reason != CutBadFrame || ce.Cut.Index != badIndex {
 		t.Fatalf("reported %+v", ce.Cut)
 	}
@@ -234,7 +235,7 @@ func TestCorruptTailNotLastRecord(t *testing.T) {
 	tail := tailWithRecords(t, dir)
 	starts := frameStarts(t, filepath.Join(dir, tail.name))
 	flipByte(t, filepath.Join(dir, tail.name), starts[50]+6)
-	_, _, err := Open(dir, opts)
+	_, _, err := Open(testEnv, dir, opts)
 	if ce := asCorruption(t, err); ce.Cut.Index != 51 || ce.Cut.Torn {
 		t.Fatalf("reported %+v", ce.Cut)
 	}
@@ -247,8 +248,8 @@ func TestSegmentGap(t *testing.T) {
 	dir := t.TempDir()
 	all := writeLog(t, dir, opts, 300, 9)
 	segs := segmentsOf(t, dir)
-	os.Remove(filepath.Join(dir, segs[2].name))
-	_, _, err := Open(dir, opts)
+	tfs.Remove(filepath.Join(dir, segs[2].name))
+	_, _, err := Open(testEnv, dir, opts)
 	if ce := asCorruption(t, err); ce.Cut.Reason != CutSegmentGap || ce.Cut.Index != segs[2].firstIndex || ce.Cut.Segment != segs[3].name {
 		t.Fatalf("reported %+v", ce.Cut)
 	}
@@ -265,8 +266,8 @@ func TestMissingPrefix(t *testing.T) {
 	dir := t.TempDir()
 	writeLog(t, dir, opts, 300, 10)
 	segs := segmentsOf(t, dir)
-	os.Remove(filepath.Join(dir, segs[0].name))
-	_, _, err := Open(dir, opts)
+	tfs.Remove(filepath.Join(dir, segs[0].name))
+	_, _, err := Open(testEnv, dir, opts)
 	if ce := asCorruption(t, err); ce.Cut.Reason != CutMissingPrefix || ce.Cut.Index != 1 {
 		t.Fatalf("reported %+v", ce.Cut)
 	}
@@ -291,9 +292,9 @@ func TestIndexMismatch(t *testing.T) {
 	// but the tail's first record says it is one index further on.
 	prev := segs[len(segs)-2]
 	prevStarts := frameStarts(t, filepath.Join(dir, prev.name))
-	os.Truncate(filepath.Join(dir, prev.name), int64(prevStarts[len(prevStarts)-2])) // drop prev's last record
-	os.Rename(filepath.Join(dir, last.name), filepath.Join(dir, segmentName(last.firstIndex-1)))
-	_, _, err := Open(dir, opts)
+	tfs.Truncate(filepath.Join(dir, prev.name), int64(prevStarts[len(prevStarts)-2])) // drop prev's last record
+	tfs.Rename(filepath.Join(dir, last.name), filepath.Join(dir, segmentName(last.firstIndex-1)))
+	_, _, err := Open(testEnv, dir, opts)
 	if ce := asCorruption(t, err); ce.Cut.Reason != CutIndexMismatch || ce.Cut.Index != last.firstIndex-1 {
 		t.Fatalf("reported %+v", ce.Cut)
 	}
@@ -309,10 +310,10 @@ func TestWholeWrongRecordAtEndIsNotTorn(t *testing.T) {
 	stray := atEpoch(publishEntries(999, 1, 10), all[19].Epoch)[0]
 	record := appendRecord(nil, &stray)
 	frame := append(binary.AppendUvarint(nil, uint64(len(record))), record...)
-	f, _ := os.OpenFile(filepath.Join(dir, tail.name), os.O_WRONLY|os.O_APPEND, 0)
+	f, _ := testFS.OpenAppend(filepath.Join(dir, tail.name))
 	f.Write(frame)
 	f.Close()
-	_, _, err := Open(dir, opts)
+	_, _, err := Open(testEnv, dir, opts)
 	if ce := asCorruption(t, err); ce.Cut.Reason != CutIndexMismatch || ce.Cut.Index != 21 || ce.Cut.Torn {
 		t.Fatalf("reported %+v", ce.Cut)
 	}

@@ -1,13 +1,13 @@
-package logstore
+package storage
 
 import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
-	"path/filepath"
+	"path"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/storage/fsys"
 )
 
 // Stored payloads: a publish whose payload went to a blob file can give its
@@ -32,9 +32,9 @@ func (r blobRef) payloadRef() core.PayloadRef {
 	return core.PayloadRef{File: r.fileID, OffsetBytes: r.offsetBytes, LengthBytes: r.lengthBytes, Checksum: r.crc}
 }
 
-// appendStored adds the stored payloads of the round Append just wrote
+// AppendStored adds the stored payloads of the round Append just wrote
 // (entries, as given to Append) to dst.
-func (l *Log) appendStored(dst []StoredPayload, entries []core.Entry) []StoredPayload {
+func (l *Log) AppendStored(dst []StoredPayload, entries []core.Entry) []StoredPayload {
 	assertTrue(len(l.blobRefs) == len(entries), "the references are the last Append's")
 	for i := range entries {
 		if ref := l.blobRefs[i]; ref.lengthBytes > 0 {
@@ -58,6 +58,7 @@ const (
 // open stays readable after SaveSnapshot removes it (only payloads no live
 // message refers to are removed, so such reads do not happen in practice).
 type PayloadReader struct {
+	fs    fsys.FS
 	dir   string
 	files []readerFile // most recently used last
 
@@ -69,11 +70,13 @@ type PayloadReader struct {
 
 type readerFile struct {
 	id uint64
-	f  *os.File
+	f  fsys.File
 }
 
-// NewPayloadReader reads the stored payloads of the log in dir.
-func NewPayloadReader(dir string) *PayloadReader { return &PayloadReader{dir: dir} }
+// NewPayloadReader reads the stored payloads of the log in dir on fs.
+func NewPayloadReader(fs fsys.FS, dir string) *PayloadReader {
+	return &PayloadReader{fs: fs, dir: dir}
+}
 
 // Read returns the payload ref names. The slice is valid until the next
 // Read or Close: copy it to keep it.
@@ -121,7 +124,7 @@ func (r *PayloadReader) fill(ref core.PayloadRef) error {
 
 // file returns the open file id, opening it (and closing the least recently
 // used one) when needed.
-func (r *PayloadReader) file(id uint64) (*os.File, error) {
+func (r *PayloadReader) file(id uint64) (fsys.File, error) {
 	for i, rf := range r.files {
 		if rf.id == id {
 			copy(r.files[i:], r.files[i+1:])
@@ -129,7 +132,7 @@ func (r *PayloadReader) file(id uint64) (*os.File, error) {
 			return rf.f, nil
 		}
 	}
-	f, err := os.Open(filepath.Join(r.dir, blobName(id)))
+	f, err := r.fs.OpenRead(path.Join(r.dir, blobName(id)))
 	if err != nil {
 		return nil, fmt.Errorf("logstore %s: stored payload's file: %w", r.dir, err)
 	}

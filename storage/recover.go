@@ -1,17 +1,19 @@
-package logstore
+package storage
 
 import (
 	"fmt"
+	"path"
 
 	"github.com/fibril-go/fibril/core"
-	"github.com/tidwall/wal"
+	"github.com/fibril-go/fibril/mutant"
 )
 
 // Open's recovery, in order. Invariants:
-//   - what Open returns is durable: it fsyncs the tail and the directory
-//     before returning, since a process crash (not a machine crash) leaves
-//     written but unsynced bytes readable in the page cache, and the core
-//     treats recovered entries as durable;
+//   - what Open returns is durable: it fsyncs every segment and blob file it
+//     keeps, then the directory, before returning, since a process crash
+//     (not a machine crash) leaves written but unsynced bytes (and names)
+//     readable in the page cache, and the core treats recovered entries as
+//     durable: a power loss after Open must not take back what it returned;
 //   - Entries are exactly the records SnapshotIndex+1..LastIndex, contiguous;
 //   - with CorruptionRefuse, a cut that is not a torn tail changes no
 //     segment file.
@@ -50,32 +52,32 @@ type Recovered struct {
 
 func (l *Log) recover() (Recovered, error) {
 	var rec Recovered
-	listing, err := listDir(l.dir)
+	listing, err := listDir(l.fs, l.dir)
 	if err != nil {
 		return rec, err
 	}
-	if finished, err := finishTidwallTruncation(l.dir, listing); err != nil {
+	if finished, err := finishTidwallTruncation(l.env, l.dir, listing); err != nil {
 		return rec, err
 	} else if finished {
-		if listing, err = listDir(l.dir); err != nil {
+		if listing, err = listDir(l.fs, l.dir); err != nil {
 			return rec, err
 		}
 	}
-	if err := removeLeftovers(l.dir, listing.leftovers); err != nil {
+	if err := removeLeftovers(l.fs, l.dir, listing.leftovers); err != nil {
 		return rec, err
 	}
 	rec.RemovedFiles = len(listing.leftovers) + max(0, len(listing.snapshots)-1)
-	snapshotIndex, snapshot, keepBlobsFrom, err := loadNewestSnapshot(l.dir, listing.snapshots)
+	snapshotIndex, snapshot, keepBlobsFrom, err := loadNewestSnapshot(l.fs, l.dir, listing.snapshots)
 	if err != nil {
 		return rec, err
 	}
 	isNew := len(listing.segments) == 0 && snapshotIndex == 0
-	segments, scan, err := l.scanAndCut(&rec, listing.segments, snapshotIndex, newBlobReader(l.dir, listing.blobs))
+	segments, scan, err := l.scanAndCut(&rec, listing.segments, snapshotIndex, newBlobReader(l.fs, l.dir, listing.blobs))
 	if err != nil {
 		return rec, err
 	}
 	if len(segments) == 0 || scan.lastIndex < snapshotIndex {
-		if err := resetLog(l.dir, l.dirFile, segments, snapshotIndex+1); err != nil {
+		if err := resetLog(l.fs, l.dir, segments, snapshotIndex+1); err != nil {
 			return rec, err
 		}
 		rec.ResetLog = !isNew
@@ -99,12 +101,7 @@ func (l *Log) recover() (Recovered, error) {
 	} else if err := l.loadTailSegmentBytes(); err != nil {
 		return rec, err
 	}
-	// Make what we read durable (see the invariants), and every rename and
-	// removal above with it.
-	if err := l.wal.Sync(); err != nil {
-		return rec, err
-	}
-	if err := l.dirFile.Sync(); err != nil {
+	if err := l.makeRecoveredDurable(); err != nil {
 		return rec, err
 	}
 	rec.Snapshot, rec.SnapshotIndex, rec.Entries = snapshot, snapshotIndex, scan.entries
@@ -115,17 +112,61 @@ func (l *Log) recover() (Recovered, error) {
 	return rec, nil
 }
 
+// makeRecoveredDurable fsyncs every segment and blob file the log keeps,
+// then the directory (and with it every rename and removal recovery made):
+// what recovery read may have come from the page cache of a process that
+// crashed before its fsync, and is about to be reported durable.
+func (l *Log) makeRecoveredDurable() error {
+	if mutant.On(mutant.RecoveryNoSync) {
+		// Broken on purpose (the defect this fixed): only the tail and
+		// the directory were synced.
+		if err := l.wal.Sync(); err != nil {
+			return err
+		}
+		return l.fs.SyncDir(l.dir)
+	}
+	listing, err := listDir(l.fs, l.dir)
+	if err != nil {
+		return err
+	}
+	for _, seg := range listing.segments {
+		if err := l.syncFile(seg.name); err != nil {
+			return err
+		}
+	}
+	for _, blob := range l.blobFiles {
+		if err := l.syncFile(blobName(blob.id)); err != nil {
+			return err
+		}
+	}
+	return l.fs.SyncDir(l.dir)
+}
+
+// syncFile fsyncs one file of the log's directory.
+func (l *Log) syncFile(name string) error {
+	f, err := l.fs.OpenRead(path.Join(l.dir, name))
+	if err != nil {
+		return err
+	}
+	syncErr := f.Sync()
+	closeErr := f.Close()
+	if syncErr != nil {
+		return syncErr
+	}
+	return closeErr
+}
+
 // scanAndCut scans the segments and makes the cut the policy allows. It
 // returns the segments left.
 func (l *Log) scanAndCut(rec *Recovered, segments []segmentFile, snapshotIndex uint64, blobs *blobReader) ([]segmentFile, scanResult, error) {
-	scan, err := scanSegments(l.dir, segments, snapshotIndex, blobs)
+	scan, err := scanSegments(l.fs, l.dir, segments, snapshotIndex, blobs)
 	if err != nil || scan.cut == nil {
 		return segments, scan, err
 	}
 	if !scan.cut.Torn && l.opts.OnCorruption == CorruptionRefuse {
 		return nil, scan, &CorruptionError{Dir: l.dir, Cut: *scan.cut}
 	}
-	if err := applyCut(l.dir, l.dirFile, segments, &scan); err != nil {
+	if err := applyCut(l.fs, l.dir, segments, &scan); err != nil {
 		return nil, scan, err
 	}
 	rec.TruncatedTail = true
@@ -139,11 +180,12 @@ func (l *Log) scanAndCut(rec *Recovered, segments []segmentFile, snapshotIndex u
 // openTidwall opens tidwall on the repaired directory and checks that it
 // sees the records we scanned.
 func (l *Log) openTidwall(firstIndex, lastIndex uint64) error {
-	log, err := wal.Open(l.dir, tidwallOptions(l.opts))
+	log, err := l.env.OpenSegmentLog(l.dir, segmentLogOptions(l.opts))
 	if err != nil {
 		return fmt.Errorf("logstore %s: tidwall open after repair: %w", l.dir, err)
 	}
 	l.wal = log
+	l.batch = log.NewBatch()
 	tidwallFirst, err := log.FirstIndex()
 	if err != nil {
 		return err

@@ -1,16 +1,17 @@
-package logstore
+package storage
 
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/fibril-go/fibril/core"
-	"github.com/tidwall/wal"
+	"github.com/fibril-go/fibril/mutant"
+	"github.com/fibril-go/fibril/storage/fsys"
 )
 
 // Reading the segments back and cutting the log at its first bad record.
@@ -97,31 +98,23 @@ type dirListing struct {
 	leftovers []string
 }
 
-func listDir(dir string) (dirListing, error) {
+func listDir(fs fsys.FS, dir string) (dirListing, error) {
 	var listing dirListing
-	names, err := os.ReadDir(dir)
+	names, err := fs.ReadDir(dir)
 	if err != nil {
 		return listing, err
 	}
 	for _, entry := range names {
-		name := entry.Name()
-		if entry.IsDir() {
+		name := entry.Name
+		if entry.IsDir {
 			continue
 		}
 		if index, ok := parseIndexName(name); ok {
-			info, err := entry.Info()
-			if err != nil {
-				return listing, err
-			}
-			listing.segments = append(listing.segments, segmentFile{name: name, firstIndex: index, sizeBytes: info.Size()})
+			listing.segments = append(listing.segments, segmentFile{name: name, firstIndex: index, sizeBytes: entry.SizeBytes})
 			continue
 		}
 		if id, ok := parseBlobName(name); ok {
-			info, err := entry.Info()
-			if err != nil {
-				return listing, err
-			}
-			listing.blobs = append(listing.blobs, blobOnDisk{id: id, sizeBytes: info.Size()})
+			listing.blobs = append(listing.blobs, blobOnDisk{id: id, sizeBytes: entry.SizeBytes})
 			continue
 		}
 		if index, ok := parseSnapshotName(name); ok {
@@ -152,18 +145,18 @@ func listDir(dir string) (dirListing, error) {
 // TruncateBack that a crash interrupted (its .START / .END protocol), so the
 // segment files we scan are the ones tidwall will load. tidwall does that
 // before it loads the tail, so a torn tail (ErrCorrupt) does not stop it.
-func finishTidwallTruncation(dir string, listing dirListing) (bool, error) {
+func finishTidwallTruncation(env Env, dir string, listing dirListing) (bool, error) {
 	if len(listing.tidwallPending) == 0 {
 		return false, nil
 	}
-	log, err := wal.Open(dir, tidwallOptions(DefaultOptions()))
+	log, err := env.OpenSegmentLog(dir, segmentLogOptions(DefaultOptions()))
 	if err == nil {
 		err = log.Close()
 	}
-	if err != nil && !errors.Is(err, wal.ErrCorrupt) {
+	if err != nil && !errors.Is(err, fsys.ErrSegmentCorrupt) {
 		return false, err
 	}
-	after, err := listDir(dir)
+	after, err := listDir(env.FS, dir)
 	if err != nil {
 		return false, err
 	}
@@ -195,23 +188,27 @@ type scanResult struct {
 // must not cost the entries after them. A blob record's payload is read
 // back from blobs and checked as part of its record: a payload that cannot
 // be read is a bad record at that index.
-func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64, blobs *blobReader) (scanResult, error) {
+func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex uint64, blobs *blobReader) (scanResult, error) {
 	var res scanResult
 	res.lastIndex = snapshotIndex
 	if len(segments) == 0 {
 		return res, nil
 	}
 	if segments[0].firstIndex > snapshotIndex+1 {
-		return res, res.cutFile(dir, segments, 0, snapshotIndex+1, CutMissingPrefix)
+		return res, res.cutFile(fs, dir, segments, 0, snapshotIndex+1, CutMissingPrefix)
 	}
 	res.lastIndex = segments[0].firstIndex - 1
 	next := segments[0].firstIndex
+	// Broken variants (mutant): recovery without its CRC checks, or keeping
+	// a torn last record of the tail segment.
+	skipCRC := mutant.On(mutant.SkipCRC)
+	acceptTorn := mutant.On(mutant.AcceptTornTail)
 	for k := range segments {
 		seg := &segments[k]
 		if seg.firstIndex != next {
-			return res, res.cutFile(dir, segments, k, next, CutSegmentGap)
+			return res, res.cutFile(fs, dir, segments, k, next, CutSegmentGap)
 		}
-		data, err := os.ReadFile(filepath.Join(dir, seg.name))
+		data, err := readFile(fs, path.Join(dir, seg.name))
 		if err != nil {
 			return res, err
 		}
@@ -227,19 +224,24 @@ func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64, blob
 			case !f.ok:
 				reason = CutBadFrame
 			case next > snapshotIndex:
-				e, ref, isBlob, reason = checkRecord(f.data, next, res.lastEpoch)
+				e, ref, isBlob, reason = checkRecord(f.data, next, res.lastEpoch, skipCRC || (acceptTorn && f.reachesEOF && k == len(segments)-1))
 			}
 			if reason == CutNone && isBlob && !res.refFollows(ref) {
 				reason = CutUndecodable
 			}
 			if reason == CutNone && isBlob {
-				if reason, err = blobs.check(ref); err != nil {
+				if reason, err = blobs.check(ref, skipCRC); err != nil {
 					return res, err
+				}
+				if acceptTorn && f.reachesEOF && k == len(segments)-1 {
+					// Broken on purpose: the last record is kept whatever
+					// became of its payload.
+					reason = CutNone
 				}
 				e.Body.Ref = ref.payloadRef()
 			}
 			if reason != CutNone {
-				return res, res.cutRecord(dir, segments, k, data, pos, f, next, reason, ref.roundLastIndex)
+				return res, res.cutRecord(fs, dir, segments, k, data, pos, f, next, reason, ref.roundLastIndex)
 			}
 			if next > snapshotIndex {
 				res.entries = append(res.entries, e)
@@ -260,7 +262,7 @@ func scanSegments(dir string, segments []segmentFile, snapshotIndex uint64, blob
 // are data).
 // roundLast is, for a blob record whose payload cannot be read back, the
 // last index of the Append that wrote it (blobRef.roundLastIndex).
-func (res *scanResult) cutRecord(dir string, segments []segmentFile, k int, data []byte, pos int, f frame, index uint64, reason CutReason, roundLast uint64) error {
+func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile, k int, data []byte, pos int, f frame, index uint64, reason CutReason, roundLast uint64) error {
 	assertTrue(reason != CutNone, "a cut has a reason")
 	assertTrue(index == res.lastIndex+1, "the cut follows the last valid record")
 	// A write cut short leaves a frame that runs off the end, fails its
@@ -269,7 +271,7 @@ func (res *scanResult) cutRecord(dir string, segments []segmentFile, k int, data
 	// wherever it is.
 	isTail := k == len(segments)-1
 	looksUnfinished := reason == CutTornFrame || reason == CutShortRecord || reason == CutChecksum
-	later, laterRecords, err := laterSegments(dir, segments[k+1:])
+	later, laterRecords, err := laterSegments(fs, dir, segments[k+1:])
 	if err != nil {
 		return err
 	}
@@ -299,8 +301,8 @@ func (res *scanResult) cutRecord(dir string, segments []segmentFile, k int, data
 }
 
 // cutFile records a cut that drops segments[k] and all after it.
-func (res *scanResult) cutFile(dir string, segments []segmentFile, k int, index uint64, reason CutReason) error {
-	dropped, records, err := laterSegments(dir, segments[k:])
+func (res *scanResult) cutFile(fs fsys.FS, dir string, segments []segmentFile, k int, index uint64, reason CutReason) error {
+	dropped, records, err := laterSegments(fs, dir, segments[k:])
 	if err != nil {
 		return err
 	}
@@ -311,9 +313,9 @@ func (res *scanResult) cutFile(dir string, segments []segmentFile, k int, index 
 }
 
 // laterSegments sums the bytes and complete frames of segments a cut drops.
-func laterSegments(dir string, segments []segmentFile) (sizeBytes int64, records int, err error) {
+func laterSegments(fs fsys.FS, dir string, segments []segmentFile) (sizeBytes int64, records int, err error) {
 	for _, seg := range segments {
-		data, err := os.ReadFile(filepath.Join(dir, seg.name))
+		data, err := readFile(fs, path.Join(dir, seg.name))
 		if err != nil {
 			return 0, 0, err
 		}
@@ -335,27 +337,27 @@ func allZero(b []byte) bool {
 // applyCut makes the cut on disk: the newest files go first, then the file
 // holding the bad record is truncated just before it (or removed, when its
 // name itself is wrong), then the file and the directory are fsynced.
-func applyCut(dir string, dirFile *os.File, segments []segmentFile, res *scanResult) error {
+func applyCut(fs fsys.FS, dir string, segments []segmentFile, res *scanResult) error {
 	assertTrue(res.cut != nil, "there is a cut to apply")
 	k := res.cutSegment
 	for i := len(segments) - 1; i > k; i-- {
-		if err := os.Remove(filepath.Join(dir, segments[i].name)); err != nil {
+		if err := fs.Remove(path.Join(dir, segments[i].name)); err != nil {
 			return err
 		}
 	}
-	path := filepath.Join(dir, segments[k].name)
+	file := path.Join(dir, segments[k].name)
 	if res.cutDropsFile {
-		if err := os.Remove(path); err != nil {
+		if err := fs.Remove(file); err != nil {
 			return err
 		}
-	} else if err := truncateFile(path, res.cut.OffsetBytes); err != nil {
+	} else if err := truncateFile(fs, file, res.cut.OffsetBytes); err != nil {
 		return err
 	}
-	return dirFile.Sync()
+	return fs.SyncDir(dir)
 }
 
-func truncateFile(path string, sizeBytes int64) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+func truncateFile(fs fsys.FS, file string, sizeBytes int64) error {
+	f, err := fs.OpenAppend(file)
 	if err != nil {
 		return err
 	}
@@ -373,28 +375,67 @@ func truncateFile(path string, sizeBytes int64) error {
 // resetLog replaces every segment with one empty segment starting at
 // firstIndex, so tidwall's next index is firstIndex. Used when no segment is
 // left, or the log ends before the snapshot (everything in it is covered).
-func resetLog(dir string, dirFile *os.File, segments []segmentFile, firstIndex uint64) error {
+func resetLog(fs fsys.FS, dir string, segments []segmentFile, firstIndex uint64) error {
 	for i := len(segments) - 1; i >= 0; i-- {
-		if err := os.Remove(filepath.Join(dir, segments[i].name)); err != nil {
+		if err := fs.Remove(path.Join(dir, segments[i].name)); err != nil {
 			return err
 		}
 	}
-	f, err := os.OpenFile(filepath.Join(dir, segmentName(firstIndex)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, filePerm)
+	f, err := fs.Create(path.Join(dir, segmentName(firstIndex)), true)
 	if err != nil {
 		return err
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return dirFile.Sync()
+	return fs.SyncDir(dir)
 }
 
 // removeLeftovers deletes temporary files a crash left behind: they were
 // never renamed into place, so nothing refers to them.
-func removeLeftovers(dir string, names []string) error {
+func removeLeftovers(fs fsys.FS, dir string, names []string) error {
 	for _, name := range names {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+		if err := fs.Remove(path.Join(dir, name)); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// readFile reads a whole file.
+func readFile(fs fsys.FS, file string) ([]byte, error) {
+	f, err := fs.OpenRead(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sizeBytes, err := f.SizeBytes()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, sizeBytes)
+	if err := readFull(f, data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// readFull fills p from the start of f.
+func readFull(f fsys.File, p []byte) error {
+	for done := 0; done < len(p); {
+		n, err := f.ReadAt(p[done:], int64(done))
+		done += n
+		if done == len(p) {
+			return nil
+		}
+		if err == io.EOF {
+			return io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrNoProgress
 		}
 	}
 	return nil

@@ -1,9 +1,8 @@
-package logstore
+package storage
 
 import (
 	"encoding/binary"
 	"hash/crc32"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -34,7 +33,7 @@ func TestBlobFileOfTheLastRoundMissing(t *testing.T) {
 		t.Fatalf("the last round started no blob file (%d files before, %d after)", filesBefore, len(blobs))
 	}
 	newest := blobs[len(blobs)-1]
-	if err := os.Remove(filepath.Join(dir, blobName(newest.id))); err != nil {
+	if err := tfs.Remove(filepath.Join(dir, blobName(newest.id))); err != nil {
 		t.Fatal(err)
 	}
 	l, rec := openLog(t, dir, opts)
@@ -88,7 +87,7 @@ func TestBlobRecordWithoutRoundMark(t *testing.T) {
 	record = binary.BigEndian.AppendUint32(record, crc32.Checksum(payload, castagnoli))
 	record = core.AppendEntry(record, &e)
 	binary.BigEndian.PutUint32(record, crc32.Checksum(record[recordHeaderBytes:], castagnoli))
-	got, ref, isBlob, reason := checkRecord(record, 7, 1)
+	got, ref, isBlob, reason := checkRecord(record, 7, 1, false)
 	if reason != CutNone || !isBlob || got.Index != 7 {
 		t.Fatalf("reason %v blob %v entry %+v", reason, isBlob, got)
 	}
@@ -98,12 +97,12 @@ func TestBlobRecordWithoutRoundMark(t *testing.T) {
 	// A round mark before the record's own index is not ours.
 	marked := appendBlobRecord(nil, &core.Entry{Epoch: 1, Index: 7, Kind: core.EntryPublish, Offset: 6, Body: &core.Body{Payload: payload}},
 		blobRef{fileID: 5, offsetBytes: 100, lengthBytes: 10, crc: 1, roundLastIndex: 9}, &blobScratch{})
-	if _, ref, _, reason := checkRecord(marked, 7, 1); reason != CutNone || ref.roundLastIndex != 9 {
+	if _, ref, _, reason := checkRecord(marked, 7, 1, false); reason != CutNone || ref.roundLastIndex != 9 {
 		t.Fatalf("marked record: %v %+v", reason, ref)
 	}
 	binary.BigEndian.PutUint64(marked[recordHeaderBytes+25:], 6)
 	binary.BigEndian.PutUint32(marked, crc32.Checksum(marked[recordHeaderBytes:], castagnoli))
-	if _, _, _, reason := checkRecord(marked, 7, 1); reason != CutUndecodable {
+	if _, _, _, reason := checkRecord(marked, 7, 1, false); reason != CutUndecodable {
 		t.Fatalf("a round ending before its record: %v, want undecodable", reason)
 	}
 }

@@ -1,4 +1,4 @@
-package logstore
+package storage
 
 import (
 	"bytes"
@@ -159,7 +159,7 @@ func TestRecoveredStateEqualsLiveThroughCommitter(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := openLog(t, dir, DefaultOptions())
 	durable := make(chan uint64, 1024)
-	c := NewCommitter(l, func(upTo uint64, _ []StoredPayload, err error) {
+	c := newPlanCommitter(l, func(upTo uint64, _ []StoredPayload, err error) {
 		if err != nil {
 			t.Error(err)
 		}
