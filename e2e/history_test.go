@@ -173,8 +173,8 @@ const indexBand = uint64(1) << 32
 //     violation), a later one only if the message was not delivered after
 //     the crash;
 //   - the final state: every message whose last ack was kept, at the offset
-//     it was delivered at; a confirmed message with a TTL that was never
-//     delivered and whose deadline passed, as expired.
+//     it was delivered at; a confirmed message with a TTL that was not acked
+//     and whose deadline passed, as expired.
 func (r *recorder) toHistory() *checker.History {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -378,11 +378,11 @@ func (b *historyBuilder) finals() {
 		o := b.lastAckKept[ref]
 		b.emit(checker.Event{AtMs: endMs - b.startMs, Kind: checker.KindFinal, Part: ref.part, MsgID: ref.msgID, Offset: o.offset, Outcome: checker.OutcomeAcked})
 	}
-	// Confirmed messages with a TTL that never arrived and whose deadline
+	// Confirmed messages with a TTL, not acked for good, whose deadline
 	// passed: the broker may have expired them (a client cannot tell).
 	for _, o := range b.r.obs {
 		ref := msgRef{o.part, o.msgID}
-		if o.kind != obsPublishReturn || !o.ok || len(b.deliveredIn[ref]) > 0 {
+		if _, acked := b.lastAckKept[ref]; o.kind != obsPublishReturn || !o.ok || acked {
 			continue
 		}
 		call := b.calls[ref]

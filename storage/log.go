@@ -123,11 +123,7 @@ func Open(env Env, dir string, opts Options) (*Log, Recovered, error) {
 		return nil, Recovered{}, err
 	}
 	assertTrue(env.FS != nil && env.OpenSegmentLog != nil, "a log runs over a filesystem and a segment log")
-	if err := env.FS.MkdirAll(dir); err != nil {
-		return nil, Recovered{}, err
-	}
-	// The directory's own entry must survive a crash too.
-	if err := env.FS.SyncDir(path.Dir(dir)); err != nil {
+	if err := mkdirDurable(env.FS, dir); err != nil {
 		return nil, Recovered{}, err
 	}
 	l := &Log{dir: dir, opts: opts, env: env, fs: env.FS, runner: env.runner()}
@@ -143,6 +139,33 @@ func Open(env Env, dir string, opts Options) (*Log, Recovered, error) {
 		return nil, Recovered{}, err
 	}
 	return l, rec, nil
+}
+
+// mkdirDurable creates dir and any missing parents and fsyncs the parent of
+// each directory it created (and dir's parent in any case): the log's
+// directory entry, and those of new directories above it (a queue's first
+// partition creates queues/<topic>/ too), must survive a power loss, or
+// every entry in it goes with them.
+func mkdirDurable(fs fsys.FS, dir string) error {
+	var created []string
+	for d := dir; d != "." && d != "/" && d != ""; d = path.Dir(d) {
+		if _, err := fs.ReadDir(d); err == nil {
+			break
+		}
+		created = append(created, d)
+	}
+	if err := fs.MkdirAll(dir); err != nil {
+		return err
+	}
+	if len(created) == 0 {
+		created = []string{dir}
+	}
+	for _, d := range created {
+		if err := fs.SyncDir(path.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Options returns the options the log was opened with.

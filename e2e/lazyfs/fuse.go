@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -122,11 +124,40 @@ func (f *FS) unmount() error {
 		}
 		time.Sleep(unmountRetryDelay) // a dying process may still hold a file
 	}
-	return fmt.Errorf("lazyfs: unmounting %s: %w", f.mountpoint, err)
+	// Something still holds a file open. Abort the connection, so no
+	// process (least of all this one, at exit) waits forever on a server
+	// that is going away, and detach the mount.
+	abortErr := f.abort()
+	_ = syscall.Unmount(f.mountpoint, syscall.MNT_DETACH)
+	f.server = nil
+	return errors.Join(fmt.Errorf("lazyfs: unmounting %s (aborted the connection): %w", f.mountpoint, err), abortErr)
 }
 
+// abort writes to the kernel's abort file for this mount's FUSE connection
+// (named by the mount's device minor in /proc/self/mountinfo).
+func (f *FS) abort() error {
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 5 || fields[4] != f.mountpoint {
+			continue
+		}
+		_, minor, ok := strings.Cut(fields[2], ":")
+		if !ok {
+			break
+		}
+		return os.WriteFile(filepath.Join("/sys/fs/fuse/connections", minor, "abort"), []byte("1"), 0)
+	}
+	return fmt.Errorf("lazyfs: %s is not in /proc/self/mountinfo", f.mountpoint)
+}
+
+// A killed process's files close within moments; past this, something
+// holds the mount for good.
 const (
-	unmountAttemptsMax = 50
+	unmountAttemptsMax = 20
 	unmountRetryDelay  = 100 * time.Millisecond
 )
 
