@@ -40,7 +40,7 @@ func (l *powerLoop) consume(ctx context.Context, c *client.Client, clientID uint
 	for _, q := range powerQueues {
 		sub, err := c.SubscribeTopic(ctx, q.topic, client.SubscribeOptions{Prefetch: powerPrefetch})
 		if err != nil {
-			l.t.Fatalf("subscribe %s: %v", q.topic, err)
+			l.stop("subscribe %s: %v", q.topic, err)
 		}
 		subs = append(subs, sub)
 		recSubs[sub] = map[uint32]uint64{}
@@ -72,7 +72,7 @@ func (l *powerLoop) consume(ctx context.Context, c *client.Client, clientID uint
 		}
 		if !ok {
 			if drain {
-				l.t.Fatalf("drain: subscription closed: %v", from.CloseReason())
+				l.stop("drain: subscription closed: %v", from.CloseReason())
 			}
 			return // the broker went away
 		}
@@ -166,7 +166,7 @@ func (l *powerLoop) drain() {
 	c, err := l.broker.dial(context.Background(), client.TransportTCP)
 	if err != nil {
 		l.res.userLost++
-		l.t.Fatalf("drain: cannot log in as %s: %v", powerUser, err)
+		l.stop("drain: cannot log in as %s: %v", powerUser, err)
 	}
 	defer c.Close()
 	l.checkCatalogue(c, l.res.cycles+1)
@@ -193,16 +193,16 @@ func (l *powerLoop) checkSettings() {
 	ctx := l.ctx()
 	c, err := l.broker.dial(ctx, client.TransportQUIC)
 	if err != nil {
-		l.t.Fatalf("settings: %v", err)
+		l.stop("settings: %v", err)
 	}
 	defer c.Close()
 	if _, err := c.Publisher(settingsTTLQueue).PublishConfirmed(ctx, client.Text("expires")); err != nil {
-		l.t.Fatal(err)
+		l.stop("%v", err)
 	}
 	time.Sleep(2 * settingsTTL)
 	sub, err := c.SubscribeTopic(ctx, settingsTTLQueue, client.SubscribeOptions{Prefetch: 1})
 	if err != nil {
-		l.t.Fatal(err)
+		l.stop("%v", err)
 	}
 	select {
 	case d := <-sub.Deliveries():
@@ -212,11 +212,11 @@ func (l *powerLoop) checkSettings() {
 	case <-time.After(2 * settingsTTL):
 	}
 	if _, err := c.Publisher(settingsRetryQueue).PublishConfirmed(ctx, client.Text("retried")); err != nil {
-		l.t.Fatal(err)
+		l.stop("%v", err)
 	}
 	rsub, err := c.SubscribeTopic(ctx, settingsRetryQueue, client.SubscribeOptions{Prefetch: 1})
 	if err != nil {
-		l.t.Fatal(err)
+		l.stop("%v", err)
 	}
 	for attempt := 0; attempt < 3; attempt++ {
 		select {
@@ -229,7 +229,7 @@ func (l *powerLoop) checkSettings() {
 			_ = d.Retry(ctx)
 		case <-time.After(powerDrainQuietTime):
 			if attempt < 2 {
-				l.t.Fatalf("%s: delivery %d never came", settingsRetryQueue, attempt+1)
+				l.stop("%s: delivery %d never came", settingsRetryQueue, attempt+1)
 			}
 		}
 	}

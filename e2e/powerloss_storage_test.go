@@ -58,7 +58,7 @@ func TestPowerLossKeepsNewQueueDirectories(t *testing.T) {
 			t.Fatal(err)
 		}
 		log.Close()
-		report, err := fsys.PowerLoss()
+		report, err := fsys.PowerLoss(nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -93,6 +93,7 @@ const (
 	powerLeaseMs        = 2000
 	powerQuietMs        = 200 // acks this long before a power loss must be durable
 	powerSnapshotMin    = "300"
+	powerSyncDelay      = 2 * time.Millisecond // an fsync's time on a quick SSD
 	powerProducers      = 3
 	powerPrefetch       = 16
 	blobThresholdBytes  = 256 // io/logstore keeps payloads of this size and more in blob files
@@ -115,13 +116,16 @@ type powerLossConfig struct {
 	seed   uint64
 	bin    string // the fibril binary
 	mutant string // FIBRIL_MUTANT for the broker ("" for none)
+	// snapshotEntriesMin is --snapshot-entries-min ("" for the loop's
+	// powerSnapshotMin).
+	snapshotEntriesMin string
 }
 
 // powerLossResult holds a run's figures and what it found.
 type powerLossResult struct {
 	cycles, confirmed, acked, redelivered, drained, tornTails int
 	lost, moved, doubled, ackedBack, tagRepeats               int
-	catalogueLost, settingsLost, userLost                     int
+	catalogueLost, settingsLost, userLost, brokerBroken       int
 	checkerViolations                                         int
 	// caughtAtCycle is the earliest cycle whose power loss did damage that
 	// the checks found (0: none): a broken build's cycles to catch.
@@ -164,6 +168,7 @@ func (r *powerLossResult) failures() string {
 	add(r.settingsLost, "queue settings lost")
 	add(r.userLost, "logins of a seeded user refused")
 	add(r.checkerViolations, "checker violations")
+	add(r.brokerBroken, "runs stopped by a broken broker")
 	if len(parts) == 0 {
 		return ""
 	}
@@ -187,14 +192,16 @@ type brokerProc struct {
 	cmd     *exec.Cmd
 	log     *bytes.Buffer
 	logs    []string // logs of processes that ended
+
+	snapshotEntriesMin string
 }
 
 func (b *brokerProc) addr() string { return "127.0.0.1:" + strconv.Itoa(b.port) }
 
-func (b *brokerProc) start(extra ...string) {
+func (b *brokerProc) start(extra ...string) error {
 	b.t.Helper()
 	args := append([]string{"serve", "--data-dir", b.dataDir, "--listen", b.addr(), "--lease-ms", strconv.Itoa(powerLeaseMs),
-		"--resident-payload-mb", "0", "--snapshot-entries-min", powerSnapshotMin}, extra...)
+		"--resident-payload-mb", "0", "--snapshot-entries-min", b.snapshotEntriesMin}, extra...)
 	b.cmd = exec.Command(b.bin, args...)
 	b.cmd.Env = append(os.Environ(), b.env...)
 	b.log = &bytes.Buffer{}
@@ -207,11 +214,11 @@ func (b *brokerProc) start(extra ...string) {
 		c, err := net.DialTimeout("tcp", b.addr(), 100*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return
+			return nil
 		}
 		if time.Now().After(deadline) || b.exited() {
 			b.kill()
-			b.t.Fatalf("broker did not come up on %s:\n%s", b.dataDir, strings.Join(b.logs, "\n---\n"))
+			return fmt.Errorf("broker did not come up on %s; its log:\n%s", b.dataDir, tail(b.logs[len(b.logs)-1], 2000))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -232,11 +239,22 @@ func (b *brokerProc) kill() {
 	b.cmd = nil
 }
 
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
 // tornTails counts the broker's warnings about a cut log tail.
 func (b *brokerProc) tornTails() int {
 	n := 0
 	for _, l := range append(append([]string(nil), b.logs...), b.log.String()) {
-		n += strings.Count(l, "torn")
+		for _, line := range strings.Split(l, "\n") {
+			if strings.Contains(line, "level=WARN") && strings.Contains(line, "tail") {
+				n++
+			}
+		}
 	}
 	return n
 }
@@ -296,11 +314,15 @@ func runPowerLoss(t *testing.T, cfg powerLossConfig) *powerLossResult {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fsys.SetSyncDelay(powerSyncDelay)
 	l := &powerLoop{t: t, cfg: cfg, fs: fsys, res: &powerLossResult{}, rng: rand.New(rand.NewPCG(cfg.seed, 2)),
 		rec: newRecorder("powerloss", cfg.seed, powerLeaseMs, powerQuietMs), payloads: map[uint64][]byte{},
 		ttlMs: map[uint64]int64{}, confirm: map[uint64]partOffset{}, confirmedAt: map[uint64]int64{},
 		deliveries: map[uint64][]delivery{}, acks: map[uint64][]int64{}, tags: map[string]bool{}, declared: map[string]uint32{}}
-	l.broker = &brokerProc{t: t, bin: cfg.bin, dataDir: filepath.Join(mnt, "data"), port: freePort(t)}
+	l.broker = &brokerProc{t: t, bin: cfg.bin, dataDir: filepath.Join(mnt, "data"), port: freePort(t), snapshotEntriesMin: cfg.snapshotEntriesMin}
+	if l.broker.snapshotEntriesMin == "" {
+		l.broker.snapshotEntriesMin = powerSnapshotMin
+	}
 	// The data directory exists, durably, before the broker first starts,
 	// as an operator's would: `fibril serve` creates a missing one without
 	// fsyncing its parent, so a power loss can take the whole directory
@@ -324,17 +346,45 @@ func runPowerLoss(t *testing.T, cfg powerLossConfig) *powerLossResult {
 	}
 	// The first start seeds the user; later starts do not, so a lost user
 	// store shows as a refused login.
-	l.broker.start("--user", powerUser+":"+powerPassword)
-	l.declareQueues()
-	for cycle := 1; cycle <= cfg.cycles; cycle++ {
-		l.cycle(cycle)
-		l.res.cycles = cycle
-	}
-	l.drain()
-	l.checkSettings()
-	l.judge()
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				if _, stopped := p.(loopStopped); !stopped {
+					panic(p)
+				}
+			}
+		}()
+		if err := l.broker.start("--user", powerUser+":"+powerPassword); err != nil {
+			t.Fatal(err)
+		}
+		l.declareQueues()
+		for cycle := 1; cycle <= cfg.cycles; cycle++ {
+			l.cycle(cycle)
+			l.res.cycles = cycle
+		}
+		l.drain()
+		l.checkSettings()
+		l.judge()
+	}()
 	l.res.tornTails = l.broker.tornTails()
 	return l.res
+}
+
+// loopStopped unwinds a run that cannot go on (see stop).
+type loopStopped struct{}
+
+// stop ends the run: the broker broke a promise in a way that leaves
+// nothing to check further (it does not start, refuses the seeded user,
+// loses a subscription). It counts as a failure of the cycle under way.
+func (l *powerLoop) stop(format string, args ...any) {
+	l.res.brokerBroken++
+	if b := l.broker; b.cmd != nil && b.exited() {
+		format += "; the broker exited: %s"
+		args = append(args, tail(b.log.String(), 600))
+	}
+	l.res.example(format, args...)
+	l.markBad(len(l.crashMs)) // the last power loss did it
+	panic(loopStopped{})
 }
 
 func (l *powerLoop) ctx() context.Context {
@@ -348,7 +398,7 @@ func (l *powerLoop) ctx() context.Context {
 func (l *powerLoop) declareQueues() {
 	c, err := l.broker.dial(l.ctx(), client.TransportTCP)
 	if err != nil {
-		l.t.Fatalf("dial: %v", err)
+		l.stop("dial: %v", err)
 	}
 	defer c.Close()
 	for _, q := range powerQueues {
@@ -363,7 +413,7 @@ func (l *powerLoop) declareQueues() {
 func (l *powerLoop) declare(c *client.Client, topic string, cfg *client.QueueConfig) {
 	n, err := c.DeclareQueue(l.ctx(), cfg)
 	if err != nil {
-		l.t.Fatalf("declare %s: %v\n%s", topic, err, l.broker.log.String())
+		l.stop("declare %s: %v\n%s", topic, err, l.broker.log.String())
 	}
 	l.declared[topic] = n
 }
@@ -372,7 +422,7 @@ func (l *powerLoop) declare(c *client.Client, topic string, cfg *client.QueueCon
 func (l *powerLoop) checkCatalogue(c *client.Client, cycle int) {
 	topology, err := c.FetchTopology(l.ctx())
 	if err != nil {
-		l.t.Fatalf("cycle %d: topology: %v", cycle, err)
+		l.stop("cycle %d: topology: %v", cycle, err)
 	}
 	listed := map[string]uint32{}
 	for _, e := range topology.Queues {
@@ -393,8 +443,7 @@ func (l *powerLoop) cycle(cycle int) {
 	admin, err := l.broker.dial(l.ctx(), client.TransportTCP)
 	if err != nil {
 		l.res.userLost++
-		l.res.example("cycle %d: login as %s refused after a power loss: %v", cycle, powerUser, err)
-		l.t.Fatalf("cycle %d: cannot log in as %s: %v\n%s", cycle, powerUser, err, l.broker.log.String())
+		l.stop("cycle %d: login as %s refused after a power loss: %v", cycle, powerUser, err)
 	}
 	l.checkCatalogue(admin, cycle)
 	declaredTopic := "pl-decl-" + strconv.Itoa(cycle)
@@ -406,7 +455,7 @@ func (l *powerLoop) cycle(cycle int) {
 		transport := transports[p%2]
 		c, err := l.broker.dial(ctx, transport)
 		if err != nil {
-			l.t.Fatalf("cycle %d: dial %s: %v", cycle, transport, err)
+			l.stop("cycle %d: dial %s: %v", cycle, transport, err)
 		}
 		defer c.Close()
 		rng := rand.New(rand.NewPCG(l.cfg.seed, uint64(cycle*16+p)))
@@ -419,24 +468,27 @@ func (l *powerLoop) cycle(cycle int) {
 	consumerTransport := transports[cycle%2]
 	consumer, err := l.broker.dial(ctx, consumerTransport)
 	if err != nil {
-		l.t.Fatalf("cycle %d: dial consumer: %v", cycle, err)
+		l.stop("cycle %d: dial consumer: %v", cycle, err)
 	}
 	defer consumer.Close()
 	ackFor := time.Duration(300+l.rng.IntN(900)) * time.Millisecond
 	l.consume(ctx, consumer, uint32(cycle*16+9), time.Now().Add(ackFor), false)
 	time.Sleep(time.Duration(powerQuietMs+l.rng.IntN(150)) * time.Millisecond) // publishes still flowing
-	l.broker.kill()
-	cancel()
-	wg.Wait()
-	l.rec.crash()
-	l.crashMs = append(l.crashMs, time.Now().UnixMilli())
-	report, err := l.fs.PowerLoss()
+	report, err := l.fs.PowerLoss(func() {
+		l.broker.kill()
+		cancel()
+		wg.Wait()
+		l.rec.crash()
+		l.crashMs = append(l.crashMs, time.Now().UnixMilli())
+	})
 	if err != nil {
-		l.t.Fatalf("cycle %d: power loss: %v", cycle, err)
+		l.stop("cycle %d: power loss: %v", cycle, err)
 	}
 	l.res.losses = append(l.res.losses, report)
 	l.t.Logf("cycle %d: %s", cycle, report)
-	l.broker.start()
+	if err := l.broker.start(); err != nil {
+		l.stop("cycle %d: the broker does not start after power loss %d: %v", cycle, cycle, err)
+	}
 }
 
 // produce publishes confirmed messages until ctx ends.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,7 +36,18 @@ type FS struct {
 	tree   *tree
 	server *fuse.Server
 	losses int
+	// frozen: the power is off. Writes and syncs that arrive late (from a
+	// process the power loss killed mid-call) are refused, and nothing more
+	// becomes durable.
+	frozen bool
+	// syncDelayNs is how long each fsync takes (0: no time at all), as on
+	// a real disk: writes made meanwhile stay unsynced, so a power loss
+	// finds the unsynced tails a real one would.
+	syncDelayNs atomic.Int64
 }
+
+// SetSyncDelay makes every fsync and fdatasync take d before it returns.
+func (f *FS) SetSyncDelay(d time.Duration) { f.syncDelayNs.Store(int64(d)) }
 
 // Available says why FUSE cannot be used here (nil when it can): no
 // /dev/fuse, or neither root (who mounts directly) nor fusermount.
@@ -82,7 +94,7 @@ const cacheTimeout = time.Second
 
 func (f *FS) mount(t *tree) error {
 	f.mu.Lock()
-	f.tree = t
+	f.tree, f.frozen = t, false
 	f.mu.Unlock()
 	timeout := cacheTimeout
 	root := &node{fs: f, in: t.root}
@@ -168,11 +180,20 @@ func (f *FS) SyncAll() {
 	f.tree.syncAll()
 }
 
-// PowerLoss pulls the plug: the caller has stopped every process using the
-// filesystem (a power loss takes them all). It unmounts, keeps only what
-// survives (see the package comment), writes that to the underlying
-// directory and mounts it again.
-func (f *FS) PowerLoss() (LossReport, error) {
+// PowerLoss pulls the plug. First the disk stops: from this instant
+// nothing more becomes durable and every write and sync fails. Then kill
+// (nil if nothing runs) stops every process using the filesystem, as the
+// power loss takes them all; a call they had under way does not finish
+// after the lights went out. Then it unmounts, keeps only what survives
+// (see the package comment), writes that to the underlying directory and
+// mounts it again.
+func (f *FS) PowerLoss(kill func()) (LossReport, error) {
+	f.mu.Lock()
+	f.frozen = true
+	f.mu.Unlock()
+	if kill != nil {
+		kill()
+	}
 	if err := f.unmount(); err != nil {
 		return LossReport{}, err
 	}
@@ -389,6 +410,9 @@ func (n *node) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int6
 func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
 	n.fs.mu.Lock()
 	defer n.fs.mu.Unlock()
+	if n.fs.frozen {
+		return 0, syscall.EIO
+	}
 	if n.in.dir {
 		return 0, syscall.EISDIR
 	}
@@ -399,8 +423,16 @@ func (n *node) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 // Fsync covers fsync and fdatasync of a file and fsync of a directory
 // (go-fuse hands FSYNCDIR to the node when the handle has no Fsyncdir).
 func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
+	// The disk's time: what the caller wrote before it asked is made
+	// durable at the end (and so is what others wrote meanwhile).
+	if d := n.fs.syncDelayNs.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
 	n.fs.mu.Lock()
 	defer n.fs.mu.Unlock()
+	if n.fs.frozen {
+		return syscall.EIO
+	}
 	if n.in.dir {
 		n.fs.tree.syncDir(n.in)
 	} else {

@@ -98,7 +98,7 @@ func syncDir(t testing.TB, path string) {
 // lose pulls the plug and returns what it chose.
 func lose(t *testing.T, f *FS) LossReport {
 	t.Helper()
-	r, err := f.PowerLoss()
+	r, err := f.PowerLoss(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
