@@ -276,7 +276,11 @@ func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile,
 		return err
 	}
 	dropped := countFrames(data[pos:]) + laterRecords
-	torn := isTail && looksUnfinished && (f.reachesEOF || allZero(data[pos:]))
+	// A torn sector of garbage can spoil a whole record and leave the bytes
+	// after it unframable: damage after which no intact record follows in
+	// the tail is that unfinished write, like a frame that runs off the end
+	// (found by the power-loss loop, e2e/powerloss_storage_test.go).
+	torn := isTail && looksUnfinished && (f.reachesEOF || allZero(data[pos:]) || !intactFrameFollows(data[pos:], f))
 	if reason == CutBlobMissing || reason == CutBlobShort || reason == CutBlobChecksum {
 		// A round's payloads are fdatasynced beside its records, so a crash
 		// can keep records of the last round without their payloads; the
