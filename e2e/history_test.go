@@ -155,10 +155,11 @@ const indexBand = uint64(1) << 32
 
 // toHistory turns the observations into a checker history. What the node
 // did is put in as follows, always so that a correct broker passes:
-//   - a publish is appended and confirmed just before its ok return or its
-//     first delivery, whichever came first (a delivery proves the append);
-//     its node clock is that moment plus clockSlackMs (a later clock only
-//     moves the TTL deadline later);
+//   - a confirmed publish is appended and confirmed just before the first
+//     ok return or first delivery of any message of its partition at or
+//     above its offset (placeConfirms); an unconfirmed one that was
+//     delivered, just before that delivery; its node clock is that moment
+//     plus clockSlackMs (a later clock only moves the TTL deadline later);
 //   - a delivery's lease starts at the consumer's receive time; the history
 //     claims a lease of leaseMs-clockSlackMs, shorter than the broker's;
 //   - an ack or nack is a log entry at the moment it was sent; a redelivery
@@ -199,13 +200,15 @@ type historyBuilder struct {
 	startMs     int64
 	calls       map[msgRef]observation
 	okReturn    map[msgRef]bool
-	deliveredIn map[msgRef][]int // processes in which the message was delivered
+	okOffset    map[msgRef]uint64 // the offset its confirm named
+	deliveredIn map[msgRef][]int  // processes in which the message was delivered
 	appended    map[msgRef]bool
 	lease       map[msgRef]*openLease // this process's open lease
 	lastAckKept map[msgRef]observation
 	process     int
 	serial      [2]uint64 // next index offset: kept, lost
 	step        uint64
+	confirmAt   map[int][]msgRef // observation index -> confirms released just before it
 }
 
 type openLease struct {
@@ -215,7 +218,7 @@ type openLease struct {
 }
 
 func newHistoryBuilder(r *recorder, h *checker.History) *historyBuilder {
-	b := &historyBuilder{r: r, h: h, calls: map[msgRef]observation{}, okReturn: map[msgRef]bool{},
+	b := &historyBuilder{r: r, h: h, calls: map[msgRef]observation{}, okReturn: map[msgRef]bool{}, okOffset: map[msgRef]uint64{},
 		deliveredIn: map[msgRef][]int{}, appended: map[msgRef]bool{}, lease: map[msgRef]*openLease{},
 		lastAckKept: map[msgRef]observation{}}
 	if len(r.obs) > 0 {
@@ -232,11 +235,63 @@ func newHistoryBuilder(r *recorder, h *checker.History) *historyBuilder {
 			b.calls[ref] = o
 		case obsPublishReturn:
 			b.okReturn[ref] = o.ok
+			b.okOffset[ref] = o.offset
 		case obsDeliver:
 			b.deliveredIn[ref] = append(b.deliveredIn[ref], process)
 		}
 	}
+	b.placeConfirms()
 	return b
+}
+
+// placeConfirms decides where each confirm goes. A partition releases its
+// confirms in offset order (a round's, after its fsync), so the confirm of
+// offset o came before the first sign of any offset at or above it: the
+// ok return or the first delivery of that message. Placing each confirm at
+// the earliest such sign keeps them in offset order, as the FIFO model
+// expects, and before everything that proves them.
+func (b *historyBuilder) placeConfirms() {
+	type confirmed struct {
+		ref    msgRef
+		offset uint64
+		proof  int // observation index of its ok return or first delivery
+	}
+	byPart := map[int][]confirmed{}
+	proof := map[msgRef]int{}
+	for i, o := range b.r.obs {
+		ref := msgRef{o.part, o.msgID}
+		if (o.kind == obsDeliver || o.kind == obsPublishReturn && o.ok) && b.okReturn[ref] {
+			if _, seen := proof[ref]; !seen {
+				proof[ref] = i
+			}
+		}
+	}
+	for _, o := range b.r.obs {
+		if o.kind == obsPublishReturn && o.ok {
+			ref := msgRef{o.part, o.msgID}
+			byPart[o.part] = append(byPart[o.part], confirmed{ref: ref, offset: o.offset, proof: proof[ref]})
+		}
+	}
+	b.confirmAt = map[int][]msgRef{}
+	parts := make([]int, 0, len(byPart))
+	for part := range byPart {
+		parts = append(parts, part)
+	}
+	sort.Ints(parts)
+	for _, part := range parts {
+		list := byPart[part]
+		sort.SliceStable(list, func(i, j int) bool { return list[i].offset < list[j].offset })
+		at := make([]int, len(list))
+		for k := len(list) - 1; k >= 0; k-- {
+			at[k] = list[k].proof
+			if k+1 < len(list) && at[k+1] < at[k] {
+				at[k] = at[k+1]
+			}
+		}
+		for k, c := range list {
+			b.confirmAt[at[k]] = append(b.confirmAt[at[k]], c.ref)
+		}
+	}
 }
 
 func (b *historyBuilder) emit(e checker.Event) {
@@ -276,14 +331,18 @@ func (b *historyBuilder) append(ref msgRef, atMs int64) {
 	b.appended[ref] = true
 	kept := b.okReturn[ref] || b.deliveredAfter(ref)
 	b.emit(checker.Event{AtMs: atMs - b.startMs, Kind: checker.KindAccept, Part: ref.part, MsgID: ref.msgID,
-		Index: b.index(kept), NowMs: atMs + clockSlackMs})
+		Offset: b.okOffset[ref], Index: b.index(kept), NowMs: atMs + clockSlackMs})
 	if b.okReturn[ref] {
-		b.emit(checker.Event{AtMs: atMs - b.startMs, Kind: checker.KindConfirm, Part: ref.part, MsgID: ref.msgID, NowMs: atMs})
+		b.emit(checker.Event{AtMs: atMs - b.startMs, Kind: checker.KindConfirm, Part: ref.part, MsgID: ref.msgID,
+			Offset: b.okOffset[ref], NowMs: atMs})
 	}
 }
 
 func (b *historyBuilder) run() {
-	for _, o := range b.r.obs {
+	for i, o := range b.r.obs {
+		for _, ref := range b.confirmAt[i] {
+			b.append(ref, o.atMs)
+		}
 		b.observe(o)
 	}
 	b.finals()

@@ -32,9 +32,37 @@ type delivery struct {
 	atMs  int64
 }
 
+// consumer is one consumer's subscriptions, with the recorder's ids for
+// each partition.
+type consumer struct {
+	subs    []*client.Subscription
+	recSubs map[*client.Subscription]map[uint32]uint64
+}
+
+// recordUnread records the deliveries a consumer received but never read:
+// the broker leased them all the same (and their leases may survive), so
+// the history shows them, unsettled, before the crash.
+func (l *powerLoop) recordUnread(c *consumer) {
+	for _, sub := range c.subs {
+		for unread := true; unread; {
+			select {
+			case d, ok := <-sub.Deliveries():
+				if unread = ok; ok {
+					part := l.rec.part(d.Topic, d.Partition)
+					if id, ok := payloadID(d.Payload); ok {
+						l.rec.deliver(c.recSubs[sub][d.Partition], part, id, d.Offset, d.Tag, d.Retries)
+					}
+				}
+			default:
+				unread = false
+			}
+		}
+	}
+}
+
 // consume subscribes to the loop's queues and settles deliveries until
 // until (or, draining, until nothing arrives for powerDrainQuietTime).
-func (l *powerLoop) consume(ctx context.Context, c *client.Client, clientID uint32, until time.Time, drain bool) {
+func (l *powerLoop) consume(ctx context.Context, c *client.Client, clientID uint32, until time.Time, drain bool) *consumer {
 	var subs []*client.Subscription
 	recSubs := map[*client.Subscription]map[uint32]uint64{}
 	for _, q := range powerQueues {
@@ -48,6 +76,7 @@ func (l *powerLoop) consume(ctx context.Context, c *client.Client, clientID uint
 			recSubs[sub][p] = l.rec.subscribe(clientID, l.rec.part(q.topic, p), powerPrefetch)
 		}
 	}
+	cons := &consumer{subs: subs, recSubs: recSubs}
 	var stop <-chan time.Time
 	if !drain {
 		stop = time.After(time.Until(until))
@@ -63,10 +92,10 @@ func (l *powerLoop) consume(ctx context.Context, c *client.Client, clientID uint
 		case d, ok = <-subs[1].Deliveries():
 			from = subs[1]
 		case <-stop:
-			return
+			return cons
 		case <-quiet:
 			if drain {
-				return
+				return cons
 			}
 			continue
 		}
@@ -74,7 +103,7 @@ func (l *powerLoop) consume(ctx context.Context, c *client.Client, clientID uint
 			if drain {
 				l.stop("drain: subscription closed: %v", from.CloseReason())
 			}
-			return // the broker went away
+			return cons // the broker went away
 		}
 		l.handle(ctx, clientID, recSubs[from][d.Partition], d, drain)
 	}

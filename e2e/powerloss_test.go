@@ -99,17 +99,11 @@ const (
 	blobThresholdBytes  = 256 // io/logstore keeps payloads of this size and more in blob files
 	longTTL             = 10 * time.Minute
 	shortTTL            = 800 * time.Millisecond
-	queueDefaultTTL     = time.Hour // every loop queue has one: see fifoNote
 	queueMaxRetries     = 10
 	powerDrainQuietTime = 2 * powerLeaseMs * time.Millisecond
 	powerUser           = "loop"
 	powerPassword       = "power-loss-secret"
 )
-
-// fifoNote: the checker's FIFO model orders confirms by when they were
-// recorded, which across three client connections is not the broker's
-// order; it skips queues with a default TTL, so the loop's queues have a
-// long one (it also puts the queue default TTL under every power loss).
 
 type powerLossConfig struct {
 	cycles int
@@ -342,7 +336,7 @@ func runPowerLoss(t *testing.T, cfg powerLossConfig) *powerLossResult {
 	})
 	for _, q := range powerQueues {
 		l.rec.addQueue(checker.QueueSpec{Topic: q.topic, Partitions: int(q.partitions), MaxRetries: queueMaxRetries,
-			DLQKind: uint8(core.DLQDiscard), DefaultTTLMs: queueDefaultTTL.Milliseconds()})
+			DLQKind: uint8(core.DLQDiscard)})
 	}
 	// The first start seeds the user; later starts do not, so a lost user
 	// store shows as a refused login.
@@ -403,7 +397,7 @@ func (l *powerLoop) declareQueues() {
 	defer c.Close()
 	for _, q := range powerQueues {
 		l.declare(c, q.topic, client.NewQueueConfig(q.topic).PartitionCount(q.partitions).Dlq(client.DlqDiscard()).
-			DlqMaxRetries(queueMaxRetries).DefaultMessageTTL(queueDefaultTTL))
+			DlqMaxRetries(queueMaxRetries))
 	}
 	l.declare(c, settingsTTLQueue, client.NewQueueConfig(settingsTTLQueue).PartitionCount(2).DefaultMessageTTL(settingsTTL))
 	l.declare(c, settingsRetryQueue, client.NewQueueConfig(settingsRetryQueue).Dlq(client.DlqDiscard()).DlqMaxRetries(1))
@@ -472,10 +466,11 @@ func (l *powerLoop) cycle(cycle int) {
 	}
 	defer consumer.Close()
 	ackFor := time.Duration(300+l.rng.IntN(900)) * time.Millisecond
-	l.consume(ctx, consumer, uint32(cycle*16+9), time.Now().Add(ackFor), false)
+	cons := l.consume(ctx, consumer, uint32(cycle*16+9), time.Now().Add(ackFor), false)
 	time.Sleep(time.Duration(powerQuietMs+l.rng.IntN(150)) * time.Millisecond) // publishes still flowing
 	report, err := l.fs.PowerLoss(func() {
 		l.broker.kill()
+		l.recordUnread(cons)
 		cancel()
 		wg.Wait()
 		l.rec.crash()
