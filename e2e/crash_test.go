@@ -203,7 +203,9 @@ func TestCrashLoop(t *testing.T) {
 	snapshots, _ := filepath.Glob(filepath.Join(dataDir, "queues", "*", "*", "snapshot-*"))
 	t.Logf("kill cycles %d: %d confirmed, %d settled before kills, %d drained at the end, %d missing, %d delivered more than once (unsettled at a kill: at-least-once), %d snapshot files at the end",
 		cycles, len(confirmed), len(settled), drained, missing, dups, len(snapshots))
-	checkHistory(t, rec)
+	if report := checkHistory(t, rec); !report.OK() {
+		t.Errorf("the checker rejects the recorded history (seed %d):\n%s", seed, report.Summary(20))
+	}
 	if len(confirmed) < cycles {
 		t.Fatalf("only %d confirmed publishes over %d cycles: the loop did not exercise the broker", len(confirmed), cycles)
 	}

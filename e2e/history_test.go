@@ -452,8 +452,10 @@ func (b *historyBuilder) finals() {
 	}
 }
 
-// checkHistory judges the run with the checker's models; on a violation it
-// writes the history and its visualisation where the test says.
+// checkHistory judges the run with the checker's models and logs the
+// verdict; on a violation it writes the history and its visualisation where
+// the test says. The caller decides what a violation means (a mutant run
+// expects one).
 func checkHistory(t *testing.T, r *recorder) *checker.Report {
 	t.Helper()
 	h := r.toHistory()
@@ -469,9 +471,6 @@ func checkHistory(t *testing.T, r *recorder) *checker.Report {
 			t.Logf("writing the history: %v", err)
 		}
 		t.Logf("history: %s (re-check: go run ./cmd/fibril check %s); visualisation: %s", historyPath, historyPath, htmlPath)
-	}
-	if !report.OK() {
-		t.Errorf("the checker rejects the recorded history (seed %d):\n%s", r.seed, report.Summary(20))
 	}
 	t.Logf("checker: %s; %d events", report.Summary(20), len(h.Events))
 	return report
