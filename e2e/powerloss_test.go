@@ -372,9 +372,13 @@ type loopStopped struct{}
 // loses a subscription). It counts as a failure of the cycle under way.
 func (l *powerLoop) stop(format string, args ...any) {
 	l.res.brokerBroken++
-	if b := l.broker; b.cmd != nil && b.exited() {
-		format += "; the broker exited: %s"
-		args = append(args, tail(b.log.String(), 600))
+	if b := l.broker; b.cmd != nil {
+		state := "running"
+		if b.exited() {
+			state = "exited"
+		}
+		format += "; the broker (%s) logged: %s"
+		args = append(args, state, tail(b.log.String(), 600))
 	}
 	l.res.example(format, args...)
 	l.markBad(len(l.crashMs)) // the last power loss did it

@@ -282,22 +282,6 @@ func (t *tree) syncAll() {
 	walk(t.root)
 }
 
-// lookupPath follows a slash-separated path from the root (for tests).
-func (t *tree) lookupPath(parts []string) (*inode, error) {
-	in := t.root
-	for _, p := range parts {
-		if !in.dir {
-			return nil, errNotDir
-		}
-		c, ok := in.children[p]
-		if !ok {
-			return nil, errNotFound
-		}
-		in = c
-	}
-	return in, nil
-}
-
 // sortedNames lists a map's names in order, so every walk (and so every
 // seeded choice) happens in the same order.
 func sortedNames(m map[string]*inode) []string {
