@@ -200,7 +200,13 @@ func survivingData(in *inode, rng *rand.Rand, report *LossReport) []byte {
 	for b := (durableLen/sector + 1) * sector; b <= currentLen; b += sector {
 		cuts = append(cuts, b)
 	}
-	cut := cuts[rng.IntN(len(cuts))]
+	// Half the time the write got as far as its last sector (a disk writes
+	// in order, and a tear most often hits the sector in flight); otherwise
+	// any boundary.
+	cut := cuts[len(cuts)-1]
+	if rng.IntN(2) == 0 {
+		cut = cuts[rng.IntN(len(cuts))]
+	}
 	out = append(out, in.data[durableLen:cut]...)
 	tornEnd := cut
 	if fate != tailClean {
