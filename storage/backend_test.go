@@ -129,3 +129,20 @@ func (testFiles) Stat(path string) (bool, error) {
 	}
 	return true, f.Close()
 }
+
+// TestBackendInUse: under "sim" nothing reaches the OS's files; under "os"
+// the log is on disk.
+func TestBackendInUse(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openLog(t, dir, DefaultOptions())
+	appendSync(t, l, publishEntries(1, 3, 10))
+	must(t, l.Close())
+	onDisk, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (testBackend == "sim") != (len(onDisk) == 0) {
+		t.Fatalf("backend %s: %d files on the OS", testBackend, len(onDisk))
+	}
+	t.Logf("backend %s", testBackend)
+}

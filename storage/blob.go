@@ -166,7 +166,7 @@ func (l *Log) createBlobFile(fileID uint64) error {
 		return err
 	}
 	l.blobActive = f
-	l.dirSyncPending = true
+	l.dirSyncPending, l.blobNamePending = true, true
 	l.stats.BlobFilesCreated++
 	return nil
 }

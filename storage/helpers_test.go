@@ -37,7 +37,7 @@ func openLog(t testing.TB, dir string, opts Options) (*Log, Recovered) {
 // loadStored reads the stored payloads of recovered entries back into
 // them, through a PayloadReader, so tests compare them with what was
 // written; it checks that each came back stored.
-func loadStored(t testing.TB, dir string, entries []core.Entry) {
+func loadStored(t storagetest.TB, dir string, entries []core.Entry) {
 	t.Helper()
 	r := NewPayloadReader(testFS, dir)
 	defer r.Close()
@@ -70,7 +70,7 @@ func publishEntries(firstIndex uint64, count, payloadBytes int) []core.Entry {
 	return storagetest.PublishEntries(firstIndex, count, payloadBytes)
 }
 
-func sameEntries(t testing.TB, got, want []core.Entry) {
+func sameEntries(t storagetest.TB, got, want []core.Entry) {
 	t.Helper()
 	storagetest.SameEntries(t, got, want)
 }

@@ -63,8 +63,9 @@ type Log struct {
 	// Append knows when tidwall started a new segment file (mirrorSegmentRolls).
 	tailSegmentBytes int
 	// dirSyncPending: a segment or blob file appeared since the last
-	// directory fsync.
-	dirSyncPending bool
+	// directory fsync; blobNamePending: a blob file did.
+	dirSyncPending  bool
+	blobNamePending bool
 	// blobSyncPending: payload bytes written to the active blob file since
 	// its last fdatasync.
 	blobSyncPending bool
@@ -123,7 +124,10 @@ func Open(env Env, dir string, opts Options) (*Log, Recovered, error) {
 		return nil, Recovered{}, err
 	}
 	assertTrue(env.FS != nil && env.OpenSegmentLog != nil, "a log runs over a filesystem and a segment log")
-	if err := mkdirDurable(env.FS, dir); err != nil {
+	if err := env.FS.MkdirAll(dir); err != nil {
+		return nil, Recovered{}, err
+	}
+	if err := syncAncestors(env.FS, dir); err != nil {
 		return nil, Recovered{}, err
 	}
 	l := &Log{dir: dir, opts: opts, env: env, fs: env.FS, runner: env.runner()}
@@ -141,27 +145,12 @@ func Open(env Env, dir string, opts Options) (*Log, Recovered, error) {
 	return l, rec, nil
 }
 
-// mkdirDurable creates dir and any missing parents and fsyncs the parent of
-// each directory it created (and dir's parent in any case): the log's
-// directory entry, and those of new directories above it (a queue's first
-// partition creates queues/<topic>/ too), must survive a power loss, or
-// every entry in it goes with them.
-func mkdirDurable(fs fsys.FS, dir string) error {
-	var created []string
-	for d := dir; d != "." && d != "/" && d != ""; d = path.Dir(d) {
-		if _, err := fs.ReadDir(d); err == nil {
-			break
-		}
-		created = append(created, d)
-	}
-	if err := fs.MkdirAll(dir); err != nil {
-		return err
-	}
-	if len(created) == 0 {
-		created = []string{dir}
-	}
-	for _, d := range created {
-		if err := fs.SyncDir(path.Dir(d)); err != nil {
+// syncAncestors fsyncs every directory above dir: MkdirAll may have made
+// several levels, and the entry of each must survive a power loss, or the
+// log vanishes with the first directory whose name was never durable.
+func syncAncestors(fs fsys.FS, dir string) error {
+	for child, parent := path.Clean(dir), path.Dir(path.Clean(dir)); parent != child; child, parent = parent, path.Dir(parent) {
+		if err := fs.SyncDir(parent); err != nil {
 			return err
 		}
 	}
@@ -221,7 +210,7 @@ func (l *Log) Append(entries []core.Entry) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
-	if err := l.syncBlobs(); err != nil {
+	if err := l.syncPreviousRound(); err != nil {
 		return l.fail(err)
 	}
 	epoch := l.lastEpoch
@@ -267,6 +256,36 @@ func (l *Log) Append(entries []core.Entry) error {
 	return l.writeBatch(batchBytes)
 }
 
+// syncPreviousRound makes the previous Append's payloads durable, names
+// included, when no Sync did: without it, records of a later round (which
+// the kernel may write back at any time, or tidwall fsync at a segment
+// roll) could reach the disk while an earlier round's payloads or blob
+// file did not, and recovery could not tell that from damage. The
+// Committer always Syncs between rounds, so this costs it nothing.
+func (l *Log) syncPreviousRound() error {
+	if err := l.syncBlobs(); err != nil {
+		return err
+	}
+	if !l.blobNamePending {
+		return nil
+	}
+	return l.syncDir()
+}
+
+// syncDir fsyncs the directory for the names that appeared since the last
+// time (a no-op under mutant.NoDirSync).
+func (l *Log) syncDir() error {
+	if !mutant.On(mutant.NoDirSync) {
+		// Broken on purpose otherwise: new names stay in the page cache.
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return err
+		}
+		l.stats.DirSyncs++
+	}
+	l.dirSyncPending, l.blobNamePending = false, false
+	return nil
+}
+
 // writeBatch writes the batch built so far (batchBytes of records).
 func (l *Log) writeBatch(batchBytes int) error {
 	count := uint64(len(l.frameSizes))
@@ -304,20 +323,25 @@ func (l *Log) writeBatch(batchBytes int) error {
 // entry needs an fsync of its own. TestSegmentMirror checks this against
 // the directory.
 func (l *Log) mirrorSegmentRolls(frameSizes []int) int {
+	return mirrorRolls(&l.tailSegmentBytes, l.opts.SegmentSizeBytes, frameSizes)
+}
+
+// mirrorRolls is mirrorSegmentRolls over a tail of *tailBytes.
+func mirrorRolls(tailBytes *int, segmentSizeBytes int, frameSizes []int) int {
 	assertTrue(len(frameSizes) > 0, "a batch holds records")
 	rolls := 0
-	if l.tailSegmentBytes > l.opts.SegmentSizeBytes {
-		l.tailSegmentBytes = 0
+	if *tailBytes > segmentSizeBytes {
+		*tailBytes = 0
 		rolls++
 	}
 	for _, n := range frameSizes {
-		l.tailSegmentBytes += n
-		if l.tailSegmentBytes >= l.opts.SegmentSizeBytes {
-			l.tailSegmentBytes = 0
+		*tailBytes += n
+		if *tailBytes >= segmentSizeBytes {
+			*tailBytes = 0
 			rolls++
 		}
 	}
-	assertTrue(l.tailSegmentBytes < l.opts.SegmentSizeBytes, "a tail that reached the size has rolled")
+	assertTrue(*tailBytes < segmentSizeBytes, "a tail that reached the size has rolled")
 	return rolls
 }
 
@@ -344,17 +368,10 @@ func (l *Log) Sync() error {
 		return l.fail(err)
 	}
 	l.stats.Syncs++
-	if l.dirSyncPending && mutant.On(mutant.NoDirSync) {
-		// Broken on purpose: new segment and blob files' entries stay
-		// in the page cache.
-		l.dirSyncPending = false
-	}
 	if l.dirSyncPending {
-		if err := l.fs.SyncDir(l.dir); err != nil {
+		if err := l.syncDir(); err != nil {
 			return l.fail(err)
 		}
-		l.dirSyncPending = false
-		l.stats.DirSyncs++
 	}
 	l.syncedIndex = l.lastIndex
 	return nil
@@ -429,13 +446,19 @@ func (l *Log) truncateFront(firstIndex uint64) error {
 // loadTailSegmentBytes reads the size of the tail segment from the directory
 // (after Open or a truncation, when tidwall reloaded its tail from disk).
 func (l *Log) loadTailSegmentBytes() error {
-	listing, err := listDir(l.fs, l.dir)
+	n, err := tailSegmentBytes(l.fs, l.dir)
+	l.tailSegmentBytes = n
+	return err
+}
+
+// tailSegmentBytes is the size of the last segment file in dir.
+func tailSegmentBytes(fs fsys.FS, dir string) (int, error) {
+	listing, err := listDir(fs, dir)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	assertTrue(len(listing.segments) > 0, "tidwall keeps a tail segment")
-	l.tailSegmentBytes = int(listing.segments[len(listing.segments)-1].sizeBytes)
-	return nil
+	return int(listing.segments[len(listing.segments)-1].sizeBytes), nil
 }
 
 // SizeBytes returns the bytes the log's files take (segments, snapshot and

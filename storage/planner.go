@@ -50,6 +50,9 @@ type Planner struct {
 	snapshot      *SnapshotRequest
 	snapshotIndex uint64 // the newest snapshot requested (or stored)
 	lastReported  uint64
+	// roundEarly: the round being written was reported by AppendRound
+	// (mutant.DurableOnSubmit only).
+	roundEarly bool
 }
 
 // NewPlanner plans the rounds of a log whose last index and snapshot index
@@ -198,25 +201,48 @@ type RoundStats struct {
 // WriteRound appends and syncs one round on l, reports it (report gets the
 // index every entry up to which is durable, the round's stored payloads,
 // which it owns, and what the round did), then saves the snapshot that
-// came with it. An error fails l: the caller reports it and stops. It
-// touches only lastReported of the planner, which no other method reads:
-// a shell may call it without the lock it holds around the others.
+// came with it: AppendRound then SyncRound. An error fails l: the caller
+// reports it and stops. It touches only lastReported and roundEarly of the
+// planner, which no other method reads: a shell may call it without the
+// lock it holds around the others.
 func (p *Planner) WriteRound(l *Log, round []core.Entry, snapshot *SnapshotRequest, report func(upTo uint64, stored []StoredPayload, stats RoundStats)) (RoundStats, error) {
+	before := l.Stats()
+	if err := p.AppendRound(l, round, report); err != nil {
+		return RoundStats{}, err
+	}
+	return p.SyncRound(l, round, snapshot, before, report)
+}
+
+// AppendRound writes round to l (no fsync). A simulator may crash the
+// process between it and SyncRound. Only under mutant.DurableOnSubmit does
+// it report the round, before its fsync.
+func (p *Planner) AppendRound(l *Log, round []core.Entry, report func(upTo uint64, stored []StoredPayload, stats RoundStats)) error {
+	p.roundEarly = false
+	if len(round) == 0 {
+		return nil
+	}
+	if err := l.Append(round); err != nil {
+		return err
+	}
+	roundLast := round[len(round)-1].Index
+	assertTrue(roundLast > p.lastReported, "reports strictly increase")
+	assertTrue(l.LastIndex() == roundLast, "the round ends the log")
+	if mutant.On(mutant.DurableOnSubmit) {
+		// Broken on purpose: the round is reported durable before its
+		// fsync has even started.
+		p.roundEarly, p.lastReported = true, roundLast
+		report(roundLast, l.AppendStored(nil, round), RoundStats{Entries: uint64(len(round))})
+	}
+	return nil
+}
+
+// SyncRound makes the round AppendRound wrote durable, reports it, then
+// saves snapshot if any (its index is durable now). before is l.Stats()
+// from before AppendRound, for the round's counts.
+func (p *Planner) SyncRound(l *Log, round []core.Entry, snapshot *SnapshotRequest, before LogStats, report func(upTo uint64, stored []StoredPayload, stats RoundStats)) (RoundStats, error) {
 	var stats RoundStats
 	if len(round) > 0 {
-		before := l.Stats()
-		if err := l.Append(round); err != nil {
-			return stats, err
-		}
 		roundLast := round[len(round)-1].Index
-		assertTrue(roundLast > p.lastReported, "reports strictly increase")
-		early := mutant.On(mutant.DurableOnSubmit)
-		if early {
-			// Broken on purpose: the round is reported durable before its
-			// fsync has even started.
-			p.lastReported = roundLast
-			report(roundLast, l.AppendStored(nil, round), RoundStats{Entries: uint64(len(round))})
-		}
 		if err := l.Sync(); err != nil {
 			return stats, err
 		}
@@ -225,7 +251,8 @@ func (p *Planner) WriteRound(l *Log, round []core.Entry, snapshot *SnapshotReque
 		stats.Batches = after.Batches - before.Batches
 		stats.Syncs = after.Syncs - before.Syncs
 		stats.Entries = uint64(len(round))
-		if !early {
+		if !p.roundEarly {
+			assertTrue(roundLast > p.lastReported, "reports strictly increase")
 			p.lastReported = roundLast
 			report(roundLast, l.AppendStored(nil, round), stats)
 		}

@@ -209,26 +209,6 @@ func parseFrame(b []byte) frame {
 	return frame{totalBytes: total, data: b[n:total], ok: true, reachesEOF: total == len(b)}
 }
 
-// intactFrameFollows reports whether a complete frame whose record passes
-// its checksum follows the damaged frame f at the front of b.
-func intactFrameFollows(b []byte, f frame) bool {
-	if !f.ok {
-		return false // broken framing: nothing after it can be located
-	}
-	for b = b[f.totalBytes:]; len(b) > 0; {
-		next := parseFrame(b)
-		if !next.ok {
-			return false
-		}
-		if rec := next.data; len(rec) >= recordHeaderBytes &&
-			crc32.Checksum(rec[recordHeaderBytes:], castagnoli) == binary.BigEndian.Uint32(rec) {
-			return true
-		}
-		b = b[next.totalBytes:]
-	}
-	return false
-}
-
 // countFrames counts the complete frames at the front of b, up to the first
 // one whose framing is broken (nothing after it can be located).
 func countFrames(b []byte) int {

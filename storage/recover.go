@@ -6,6 +6,7 @@ import (
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/mutant"
+	"github.com/fibril-go/fibril/storage/fsys"
 )
 
 // Open's recovery, in order. Invariants:
@@ -125,26 +126,36 @@ func (l *Log) makeRecoveredDurable() error {
 		}
 		return l.fs.SyncDir(l.dir)
 	}
-	listing, err := listDir(l.fs, l.dir)
+	names := make([]string, 0, len(l.blobFiles))
+	for _, blob := range l.blobFiles {
+		names = append(names, blobName(blob.id))
+	}
+	return syncKept(l.fs, l.dir, names)
+}
+
+// syncKept fsyncs every segment of dir and the files named in extra, then
+// dir itself.
+func syncKept(fs fsys.FS, dir string, extra []string) error {
+	listing, err := listDir(fs, dir)
 	if err != nil {
 		return err
 	}
 	for _, seg := range listing.segments {
-		if err := l.syncFile(seg.name); err != nil {
+		if err := syncFile(fs, dir, seg.name); err != nil {
 			return err
 		}
 	}
-	for _, blob := range l.blobFiles {
-		if err := l.syncFile(blobName(blob.id)); err != nil {
+	for _, name := range extra {
+		if err := syncFile(fs, dir, name); err != nil {
 			return err
 		}
 	}
-	return l.fs.SyncDir(l.dir)
+	return fs.SyncDir(dir)
 }
 
-// syncFile fsyncs one file of the log's directory.
-func (l *Log) syncFile(name string) error {
-	f, err := l.fs.OpenRead(path.Join(l.dir, name))
+// syncFile fsyncs one file of dir.
+func syncFile(fs fsys.FS, dir, name string) error {
+	f, err := fs.OpenRead(path.Join(dir, name))
 	if err != nil {
 		return err
 	}

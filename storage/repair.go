@@ -1,8 +1,10 @@
 package storage
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"path"
 	"sort"
@@ -271,16 +273,15 @@ func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile,
 	// wherever it is.
 	isTail := k == len(segments)-1
 	looksUnfinished := reason == CutTornFrame || reason == CutShortRecord || reason == CutChecksum
-	later, laterRecords, err := laterSegments(fs, dir, segments[k+1:])
+	later, laterRecords, laterValidIndex, err := laterSegments(fs, dir, segments[k+1:])
 	if err != nil {
 		return err
 	}
 	dropped := countFrames(data[pos:]) + laterRecords
-	// A torn sector of garbage can spoil a whole record and leave the bytes
-	// after it unframable: damage after which no intact record follows in
-	// the tail is that unfinished write, like a frame that runs off the end
-	// (found by the power-loss loop, e2e/powerloss_storage_test.go).
-	torn := isTail && looksUnfinished && (f.reachesEOF || allZero(data[pos:]) || !intactFrameFollows(data[pos:], f))
+	torn := isTail && looksUnfinished && (f.reachesEOF || allZero(data[pos:]))
+	if !torn && isTail && (looksUnfinished || reason == CutBadFrame) {
+		torn = onlyJunkFollows(data, pos, f)
+	}
 	if reason == CutBlobMissing || reason == CutBlobShort || reason == CutBlobChecksum {
 		// A round's payloads are fdatasynced beside its records, so a crash
 		// can keep records of the last round without their payloads; the
@@ -288,7 +289,13 @@ func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile,
 		// under a record whose round reaches the end of the log is that
 		// unfinished round (nothing in it was confirmed); under an earlier
 		// round it is damage.
-		lastInLog := index + uint64(max(dropped, 1)) - 1
+		// Only records that pass their CRC count: a torn tail's garbage
+		// or zeros parse as frames too.
+		lastInLog := index
+		if n := lastValidFrame(data[pos:]); n > 0 {
+			lastInLog = index + uint64(n)
+		}
+		lastInLog = max(lastInLog, laterValidIndex)
 		torn = roundLast >= index && lastInLog <= roundLast
 	}
 	res.cut = &Cut{
@@ -306,7 +313,7 @@ func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile,
 
 // cutFile records a cut that drops segments[k] and all after it.
 func (res *scanResult) cutFile(fs fsys.FS, dir string, segments []segmentFile, k int, index uint64, reason CutReason) error {
-	dropped, records, err := laterSegments(fs, dir, segments[k:])
+	dropped, records, _, err := laterSegments(fs, dir, segments[k:])
 	if err != nil {
 		return err
 	}
@@ -317,16 +324,71 @@ func (res *scanResult) cutFile(fs fsys.FS, dir string, segments []segmentFile, k
 }
 
 // laterSegments sums the bytes and complete frames of segments a cut drops.
-func laterSegments(fs fsys.FS, dir string, segments []segmentFile) (sizeBytes int64, records int, err error) {
+// It also returns the highest index (by place) of a record among them that
+// passes its CRC, 0 when none does.
+func laterSegments(fs fsys.FS, dir string, segments []segmentFile) (sizeBytes int64, records int, lastValidIndex uint64, err error) {
 	for _, seg := range segments {
 		data, err := readFile(fs, path.Join(dir, seg.name))
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		sizeBytes += int64(len(data))
 		records += countFrames(data)
+		if n := lastValidFrame(data); n >= 0 {
+			lastValidIndex = max(lastValidIndex, seg.firstIndex+uint64(n))
+		}
 	}
-	return sizeBytes, records, nil
+	return sizeBytes, records, lastValidIndex, nil
+}
+
+// lastValidFrame is the position (0 first) of the last frame at the front
+// of b whose record passes its CRC, or -1.
+func lastValidFrame(b []byte) int {
+	last := -1
+	for n := 0; len(b) > 0; n++ {
+		f := parseFrame(b)
+		if !f.ok {
+			break
+		}
+		if crcValid(f.data) {
+			last = n
+		}
+		b = b[f.totalBytes:]
+	}
+	return last
+}
+
+// crcValid says whether a record passes its CRC (any kind of record: the
+// CRC always covers everything after it).
+func crcValid(record []byte) bool {
+	return len(record) >= recordHeaderBytes && crc32.Checksum(record[recordHeaderBytes:], castagnoli) == binary.BigEndian.Uint32(record)
+}
+
+// tornJunkBytesMax is the most junk a torn write leaves at the end of a
+// file: one large sector (4 KiB) whose data never made it (zeros) or came
+// out garbled, after the bytes that did.
+const tornJunkBytesMax = 4096
+
+// onlyJunkFollows says whether the damage at pos (whose frame is f) looks
+// like the end of an unfinished write even though it does not reach the
+// end of the file: no complete frame after it holds a record that passes
+// its CRC, and what cannot be framed is no longer than tornJunkBytesMax. A
+// record damaged in place, with intact records after it, is corruption.
+func onlyJunkFollows(data []byte, pos int, f frame) bool {
+	if !f.ok {
+		return len(data)-pos <= tornJunkBytesMax
+	}
+	for at := pos + f.totalBytes; at < len(data); {
+		next := parseFrame(data[at:])
+		if !next.ok {
+			return len(data)-at <= tornJunkBytesMax
+		}
+		if crcValid(next.data) {
+			return false
+		}
+		at += next.totalBytes
+	}
+	return true
 }
 
 func allZero(b []byte) bool {

@@ -1,6 +1,18 @@
 package storage
 
-// simBackendReady: the simulated backend is not wired in yet.
-const simBackendReady = false
+import (
+	"github.com/fibril-go/fibril/storage/simfs"
+	"github.com/fibril-go/fibril/storage/simwal"
+)
 
-func newSimEnv() Env { panic("storage tests: the simulated backend is not wired in yet") }
+// simBackendReady: the suite runs over simfs and simwal too.
+const simBackendReady = true
+
+// testSimFS is the simulated filesystem of the "sim" backend (nil under
+// "os"): one for the whole run, since tests use distinct directories.
+var testSimFS *simfs.FS
+
+func newSimEnv() Env {
+	testSimFS = simfs.New(simfs.Options{})
+	return Env{FS: testSimFS, OpenSegmentLog: simwal.Opener(testSimFS)}
+}

@@ -70,7 +70,10 @@ func publishEntries(firstIndex uint64, count, payloadBytes int) []core.Entry {
 	return storagetest.PublishEntries(firstIndex, count, payloadBytes)
 }
 
-func sameEntries(t testing.TB, got, want []core.Entry) { t.Helper(); storagetest.SameEntries(t, got, want) }
+func sameEntries(t testing.TB, got, want []core.Entry) {
+	t.Helper()
+	storagetest.SameEntries(t, got, want)
+}
 
 func atEpoch(entries []core.Entry, epoch uint64) []core.Entry {
 	return storagetest.AtEpoch(entries, epoch)

@@ -75,3 +75,15 @@ func ShouldSnapshot(entriesSinceSnapshot, liveMessages int) bool {
 func ShouldSnapshotAfter(entriesMin, entriesSinceSnapshot, liveMessages int) bool {
 	return storage.ShouldSnapshotAfter(entriesMin, entriesSinceSnapshot, liveMessages)
 }
+
+type (
+	RecordLog          = storage.RecordLog
+	RecordLogRecovered = storage.RecordLogRecovered
+	Record             = storage.Record
+)
+
+// OpenRecordLog opens the Node's record log in dir on disk, with
+// storage.DefaultRecordLogOptions.
+func OpenRecordLog(dir string) (*RecordLog, RecordLogRecovered, error) {
+	return storage.OpenRecordLog(Env, dir, storage.DefaultRecordLogOptions())
+}

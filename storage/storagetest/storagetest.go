@@ -6,10 +6,15 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"testing"
 
 	"github.com/fibril-go/fibril/core"
 )
+
+// TB is what the comparisons need of a test: *testing.T and *rapid.T.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
 
 // EntryGen makes entries of every kind, with bodies, headers and targets.
 type EntryGen struct {
@@ -90,7 +95,7 @@ func PublishEntries(firstIndex uint64, count, payloadBytes int) []core.Entry {
 }
 
 // SameEntries compares entries by their encoding, which is deterministic.
-func SameEntries(t testing.TB, got, want []core.Entry) {
+func SameEntries(t TB, got, want []core.Entry) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("got %d entries, want %d", len(got), len(want))

@@ -116,11 +116,11 @@ func (FS) SyncDir(dir string) error {
 type file struct{ f *os.File }
 
 func (f file) ReadAt(p []byte, offsetBytes int64) (int, error) { return f.f.ReadAt(p, offsetBytes) }
-func (f file) Write(p []byte) (int, error)                      { return f.f.Write(p) }
-func (f file) Truncate(sizeBytes int64) error                   { return f.f.Truncate(sizeBytes) }
-func (f file) Sync() error                                      { return f.f.Sync() }
-func (f file) Datasync() error                                  { return datasync(f.f) }
-func (f file) Close() error                                     { return f.f.Close() }
+func (f file) Write(p []byte) (int, error)                     { return f.f.Write(p) }
+func (f file) Truncate(sizeBytes int64) error                  { return f.f.Truncate(sizeBytes) }
+func (f file) Sync() error                                     { return f.f.Sync() }
+func (f file) Datasync() error                                 { return datasync(f.f) }
+func (f file) Close() error                                    { return f.f.Close() }
 
 func (f file) SizeBytes() (int64, error) {
 	info, err := f.f.Stat()
@@ -131,8 +131,14 @@ func (f file) SizeBytes() (int64, error) {
 }
 
 // Runner is fsys.Runner on goroutines: Both overlaps its two waits (one
-// disk round trip instead of two), Later unlinks in the background.
+// disk round trip instead of two) by handing the second to a helper
+// goroutine, started on first use and kept until Wait, so that a round
+// allocates nothing; Later unlinks in the background. Both and Wait are
+// called from the one goroutine that uses the Log.
 type Runner struct {
+	work   chan func() error // to the helper; nil when it is not running
+	result chan error
+
 	later    sync.WaitGroup
 	mu       sync.Mutex
 	laterErr error
@@ -142,15 +148,19 @@ type Runner struct {
 func NewRunner() fsys.Runner { return &Runner{} }
 
 func (r *Runner) Both(first, second func() error) (error, error) {
-	var secondErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		secondErr = second()
-	}()
+	if r.work == nil {
+		r.work, r.result = make(chan func() error), make(chan error)
+		go helper(r.work, r.result)
+	}
+	r.work <- second
 	firstErr := first()
-	<-done
-	return firstErr, secondErr
+	return firstErr, <-r.result
+}
+
+func helper(work <-chan func() error, result chan<- error) {
+	for fn := range work {
+		result <- fn()
+	}
 }
 
 func (r *Runner) Later(work func() error) {
@@ -167,8 +177,14 @@ func (r *Runner) Later(work func() error) {
 	}()
 }
 
+// Wait waits for the background work and stops the helper (Both starts it
+// again if needed).
 func (r *Runner) Wait() error {
 	r.later.Wait()
+	if r.work != nil {
+		close(r.work)
+		r.work, r.result = nil, nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	err := r.laterErr

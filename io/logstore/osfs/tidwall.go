@@ -63,7 +63,9 @@ func (t *tidwallLog) WriteBatch(b fsys.Batch) error {
 	return wrapTidwall(t.log.WriteBatch(&b.(*tidwallBatch).b))
 }
 
-func (t *tidwallLog) Sync() error                      { return wrapTidwall(t.log.Sync()) }
-func (t *tidwallLog) TruncateFront(index uint64) error { return wrapTidwall(t.log.TruncateFront(index)) }
-func (t *tidwallLog) ClearCache() error                { return wrapTidwall(t.log.ClearCache()) }
-func (t *tidwallLog) Close() error                     { return wrapTidwall(t.log.Close()) }
+func (t *tidwallLog) Sync() error { return wrapTidwall(t.log.Sync()) }
+func (t *tidwallLog) TruncateFront(index uint64) error {
+	return wrapTidwall(t.log.TruncateFront(index))
+}
+func (t *tidwallLog) ClearCache() error { return wrapTidwall(t.log.ClearCache()) }
+func (t *tidwallLog) Close() error      { return wrapTidwall(t.log.Close()) }
