@@ -17,8 +17,9 @@ import (
 
 // TestPowerLossKeepsNewQueueDirectories: a log opened in a directory whose
 // parents do not exist yet (queues/<topic>/<partition> on a queue's first
-// use), then appended and synced, survives a power loss. Before the fix,
-// Open fsynced only the partition directory's parent, so the new
+// use), then appended and synced, survives a power loss. Without the fix
+// (storage's syncAncestors), Open fsyncs only the partition directory's
+// parent, so the new
 // queues/ and queues/<topic>/ entries could be lost, taking every confirmed
 // entry of the queue with them (seen in the loop: confirmed messages lost
 // and their offsets reused).

@@ -17,9 +17,10 @@ import (
 // segment with a sector of garbage starting inside one record (so that
 // record fails its checksum and the bytes after it frame as nothing) is a
 // torn tail: the log opens, cut before the spoiled record, and keeps every
-// record before it. Before the fix recovery refused to open such a log
-// (checksum mismatch with bytes after it), and the broker stayed down after
-// an ordinary power loss (found by TestPowerLossLoop).
+// record before it. Without the fix (storage's onlyJunkFollows) recovery
+// refuses to open such a log (checksum mismatch with bytes after it), and
+// the broker stays down after an ordinary power loss (found by
+// TestPowerLossLoop).
 func TestTornGarbageSectorOverRecordsIsCut(t *testing.T) {
 	for seed := uint64(1); seed <= 32; seed++ {
 		dir := filepath.Join(t.TempDir(), "log")
