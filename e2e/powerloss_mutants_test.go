@@ -41,8 +41,8 @@ func TestPowerLossCatchesBrokenStorage(t *testing.T) {
 			if name == mutant.AcceptTornTail {
 				// Caught only when a tear spoils the last complete record
 				// of a tail segment or its payload (cycles 1-10 in our
-				// runs, mostly under 5): twice the cycles.
-				cfg.cycles = 2 * cycles
+				// runs; once not within 24): four times the cycles.
+				cfg.cycles = 4 * cycles
 			}
 			res := runPowerLoss(t, cfg)
 			if res.failures() == "" {
