@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/quic-go/quic-go v0.65.0
 	github.com/tidwall/wal v1.2.1
 	golang.org/x/crypto v0.54.0

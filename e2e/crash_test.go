@@ -11,14 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fibril-go/fibril/checker"
 	"github.com/fibril-go/fibril/client"
+	"github.com/fibril-go/fibril/core"
 )
 
 // TestCrashLoop publishes confirmed messages from several clients while the
 // server is killed with SIGKILL at random moments and restarted; a consumer
 // acks some in between. At the end everything left is consumed: every
 // confirmed message must have arrived, and no message whose ack was settled
-// before a kill may come back. FIBRIL_E2E_KILL_CYCLES sets the cycle count
+// before a kill may come back; the clients' history is also judged by the
+// checker, as `fibril check` does. FIBRIL_E2E_KILL_CYCLES sets the cycle count
 // (20 by default). The server keeps no payload in memory once it is durable
 // (--resident-payload-mb 0: every delivery reads its payload back from the
 // blob files) and snapshots often, so recovery, snapshots that keep blob
@@ -49,14 +52,29 @@ func TestCrashLoop(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d (random kill moments)", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
+	const quietMs = 200
+	var mu sync.Mutex
 	dataDir := t.TempDir()
 	s := startServer(t, dataDir, "--resident-payload-mb", "0", "--snapshot-entries-min", "300")
 
-	var mu sync.Mutex
+	// The clients' history, judged by the checker at the end (history_test.go).
+	rec := newRecorder("crashloop", seed, 2000, quietMs)
+	rec.addQueue(checker.QueueSpec{Topic: "crash", Partitions: 1, MaxRetries: core.DefaultConfig(core.QueueID{Topic: "crash"}).MaxRetriesDefault,
+		DLQKind: uint8(core.DLQDiscard)})
+	msgIDs := map[string]uint64{} // the test's ids as the history's message ids
+	msgID := func(id string) uint64 {
+		mu.Lock()
+		defer mu.Unlock()
+		if n, ok := msgIDs[id]; ok {
+			return n
+		}
+		msgIDs[id] = uint64(len(msgIDs) + 1)
+		return msgIDs[id]
+	}
+
 	confirmed := map[string]bool{}
 	settled := map[string]bool{}  // acked at least quietMs before a kill
 	delivered := map[string]int{} // every delivery, across cycles and the drain
-	const quietMs = 200
 
 	for cycle := 0; cycle < cycles; cycle++ {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -68,11 +86,15 @@ func TestCrashLoop(t *testing.T) {
 			go func(producer int, c *client.Client) {
 				defer wg.Done()
 				pub := c.Publisher("crash")
+				clientID := uint32(cycle*8 + producer + 1)
 				for seq := 0; ctx.Err() == nil; seq++ {
 					id := strconv.Itoa(cycle) + "-" + strconv.Itoa(producer) + "-" + strconv.Itoa(seq)
-					if _, err := pub.PublishConfirmed(ctx, client.Text(id+padding)); err != nil {
+					op := rec.publishCall(clientID, 1, msgID(id), 0, 0)
+					offset, err := pub.PublishConfirmed(ctx, client.Text(id+padding))
+					if err != nil {
 						return // the server died under us: not confirmed, not counted
 					}
+					rec.publishReturn(clientID, op, 1, msgID(id), true, offset)
 					mu.Lock()
 					confirmed[id] = true
 					mu.Unlock()
@@ -85,6 +107,8 @@ func TestCrashLoop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		consumerID := uint32(cycle*8 + 7)
+		recSub := rec.subscribe(consumerID, 1, 32)
 		ackFor := time.Duration(100+rng.IntN(300)) * time.Millisecond
 		stopAcks := time.After(ackFor)
 		var acked []string
@@ -99,7 +123,9 @@ func TestCrashLoop(t *testing.T) {
 				delivered[idOf(d)]++
 				mu.Unlock()
 				checkPadding(t, d)
+				rec.deliver(recSub, 1, msgID(idOf(d)), d.Offset, d.Tag, d.Retries)
 				if d.Complete(ctx) == nil {
+					rec.settle(consumerID, recSub, 1, msgID(idOf(d)), d.Offset, d.Tag, d.Retries, checker.ActionAck, 0)
 					acked = append(acked, idOf(d))
 				}
 			case <-stopAcks:
@@ -114,8 +140,22 @@ func TestCrashLoop(t *testing.T) {
 		mu.Unlock()
 		time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond) // publishes still flowing
 		s.kill()
+		// Deliveries the consumer received but never read were leased all
+		// the same (their leases may survive the kill): the history shows
+		// them, unsettled, before the crash.
+		for unread := true; unread; {
+			select {
+			case d, ok := <-sub.Deliveries():
+				if unread = ok; ok {
+					rec.deliver(recSub, 1, msgID(idOf(d)), d.Offset, d.Tag, d.Retries)
+				}
+			default:
+				unread = false
+			}
+		}
 		cancel()
 		wg.Wait()
+		rec.crash()
 		s.start()
 	}
 
@@ -125,6 +165,7 @@ func TestCrashLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	drainSub := rec.subscribe(1, 1, 1000)
 	ctx := context.Background()
 	drained := 0
 	for {
@@ -136,7 +177,10 @@ func TestCrashLoop(t *testing.T) {
 			if settled[idOf(d)] {
 				t.Errorf("message %s came back after its ack was settled", idOf(d))
 			}
-			d.Complete(ctx)
+			rec.deliver(drainSub, 1, msgID(idOf(d)), d.Offset, d.Tag, d.Retries)
+			if d.Complete(ctx) == nil {
+				rec.settle(1, drainSub, 1, msgID(idOf(d)), d.Offset, d.Tag, d.Retries, checker.ActionAck, 0)
+			}
 			continue
 		case <-time.After(4 * time.Second): // two leases of quiet
 		}
@@ -159,6 +203,9 @@ func TestCrashLoop(t *testing.T) {
 	snapshots, _ := filepath.Glob(filepath.Join(dataDir, "queues", "*", "*", "snapshot-*"))
 	t.Logf("kill cycles %d: %d confirmed, %d settled before kills, %d drained at the end, %d missing, %d delivered more than once (unsettled at a kill: at-least-once), %d snapshot files at the end",
 		cycles, len(confirmed), len(settled), drained, missing, dups, len(snapshots))
+	if report := checkHistory(t, rec); !report.OK() {
+		t.Errorf("the checker rejects the recorded history (seed %d):\n%s", seed, report.Summary(20))
+	}
 	if len(confirmed) < cycles {
 		t.Fatalf("only %d confirmed publishes over %d cycles: the loop did not exercise the broker", len(confirmed), cycles)
 	}
