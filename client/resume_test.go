@@ -305,3 +305,34 @@ func TestAutoReconnectOff(t *testing.T) {
 		t.Fatalf("ACK tags %v, want %d", ack.body.(wire.Ack).Tags, held.Tag)
 	}
 }
+
+// SUBSCRIPTION_CLOSED with a code this client does not know keeps the code and
+// message in CloseReason (§7.9), ends the whole fanned-in subscription, and a
+// later resume no longer lists it.
+func TestSubscriptionClosedUnknownCodeNotReconciled(t *testing.T) {
+	fb := newFakeBroker(t, client.TransportTCP, fakeScript{topology: map[topicKey]uint32{{"two", ""}: 2, {"one", ""}: 1}})
+	c := fb.dial(t, client.ClientOptions{})
+	ctx := testContext(t)
+	two, err := c.SubscribeTopic(ctx, "two", client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := c.SubscribeTopic(ctx, "one", client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.pushAll(wire.OpSubscriptionClosed, wire.SubscriptionClosed{SubID: 2, Code: 77, Message: "future reason"})
+	var closed *client.SubscriptionClosedError
+	if err := waitClosed(t, two); !errors.As(err, &closed) || closed.Code != 77 || closed.SubID != 2 || closed.Message != "future reason" {
+		t.Fatalf("CloseReason %v, want code 77 for sub 2 with its message", err)
+	}
+	fb.dropConnections()
+	rec := fb.expectOp(t, wire.OpReconcileClient).body.(wire.ReconcileClient)
+	if len(rec.Subscriptions) != 1 || rec.Subscriptions[0].Topic != "one" || rec.Subscriptions[0].SubID != 3 {
+		t.Fatalf("RECONCILE_CLIENT lists %+v, want only sub 3 of \"one\"", rec.Subscriptions)
+	}
+	waitGeneration(t, c, 2)
+	if one.CloseReason() != nil {
+		t.Fatalf("the other subscription closed: %v", one.CloseReason())
+	}
+}
