@@ -57,6 +57,9 @@ type fakeScript struct {
 	// reconcile answers RECONCILE_CLIENT; nil keeps every listed subscription
 	// under its id (matched).
 	reconcile func(wire.ReconcileClient) wire.ReconcileResult
+	// earlyDeliverSubID, when set, pushes a PING and a DELIVER for this sub id
+	// before answering RECONCILE_CLIENT, as Fibril's resumed sessions may (§9.2).
+	earlyDeliverSubID uint64
 }
 
 type fakeBroker struct {
@@ -399,8 +402,13 @@ func (fb *fakeBroker) onHello(fc *fakeConn, h wire.Header, m wire.Hello) bool {
 
 func (fb *fakeBroker) onReconcile(fc *fakeConn, h wire.Header, m wire.ReconcileClient) {
 	fb.mu.Lock()
-	answer := fb.script.reconcile
+	answer, early := fb.script.reconcile, fb.script.earlyDeliverSubID
 	fb.mu.Unlock()
+	if early != 0 {
+		fc.push(wire.OpPing, wire.Ping{})
+		fc.push(wire.OpDeliver, wire.Deliver{SubID: early, Topic: "early", DeliveryTag: 1000,
+			ContentType: wire.ContentType{Kind: wire.ContentText}, Payload: []byte("early")})
+	}
 	var result wire.ReconcileResult
 	if answer != nil {
 		result = answer(m)

@@ -50,11 +50,7 @@ func connect(ctx context.Context, addr string, opts ClientOptions, routes *route
 		return nil, err
 	}
 	e.adoptSession(plan, result)
-	if err := e.dispatchHeld(); err != nil {
-		_ = conn.Close()
-		return nil, err
-	}
-	e.start()
+	e.start() // the reader dispatches the held pushes first
 	return e, nil
 }
 

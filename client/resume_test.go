@@ -336,3 +336,32 @@ func TestSubscriptionClosedUnknownCodeNotReconciled(t *testing.T) {
 		t.Fatalf("the other subscription closed: %v", one.CloseReason())
 	}
 }
+
+// Pushes a resumed session sends before RECONCILE_RESULT are held, not taken for
+// the reply, and delivered under the re-keyed id once the result is applied.
+func TestEarlyPushesDuringResumeAreHeld(t *testing.T) {
+	fb := newFakeBroker(t, client.TransportTCP, fakeScript{topology: map[topicKey]uint32{{"early", ""}: 1}})
+	c := fb.dial(t, client.ClientOptions{})
+	ctx := testContext(t)
+	sub, err := c.SubscribeTopic(ctx, "early", client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb.update(func(s *fakeScript) {
+		s.earlyDeliverSubID = 7
+		s.reconcile = func(m wire.ReconcileClient) wire.ReconcileResult {
+			server := m.Subscriptions[0]
+			server.SubID = 7
+			return wire.ReconcileResult{Entries: []wire.ReconcileEntry{{Client: wire.Some(m.Subscriptions[0]),
+				Server: wire.Some(server), Action: wire.ReconcileKeep, Reason: "server_id_changed", Code: 2}}}
+		}
+	})
+	fb.dropConnections()
+	if d := receiveOne(t, sub); d.Text() != "early" || d.Tag != 1000 {
+		t.Fatalf("got %q tag %d, want the early DELIVER", d.Text(), d.Tag)
+	}
+	if info := waitGeneration(t, c, 2); info.ResumeOutcome != client.ResumeResumed {
+		t.Fatalf("outcome %v", info.ResumeOutcome)
+	}
+	fb.expectOp(t, wire.OpPong) // the held PING was answered
+}

@@ -17,8 +17,9 @@ package client
 //     broker's id or closed with a *SubscriptionClosedError (code 40 when the
 //     result does not mention it).
 //   - Pushes that arrive during the handshake are held (at most
-//     handshakePushesMax) and dispatched only after the result is applied, so a
-//     DELIVER under a re-keyed id finds its subscription (§9 quirk 2).
+//     handshakePushesMax) and dispatched by the reader, first, only after the
+//     result is applied, so a DELIVER under a re-keyed id finds its subscription
+//     (§9 quirk 2).
 
 import (
 	"fmt"
@@ -251,7 +252,7 @@ func isHandshakePush(op wire.Opcode) bool {
 	return false
 }
 
-// dispatchHeld replays the held pushes; called before the reader starts.
+// dispatchHeld replays the held pushes; the reader's first act.
 func (e *engine) dispatchHeld() error {
 	held := e.heldFrames
 	e.heldFrames = nil
