@@ -9,6 +9,10 @@ package client
 //   - With auto-reconnect, an operation that finds the engine closed makes one
 //     connection attempt (serialised by dialSlot, waited for under the caller's
 //     context) before failing.
+//   - A reconnect resumes the session of the engine it replaces (session.go);
+//     while subscriptions live, losing the engine starts one reconnect attempt
+//     at once, so consumers that only read their channel are not stranded; a
+//     failed attempt closes those subscriptions with its error.
 //   - After Close every operation fails with ErrClientClosed.
 
 import (
@@ -25,9 +29,21 @@ type Client struct {
 
 	dialSlot chan struct{} // capacity 1: held while (re)connecting
 
-	mu     sync.Mutex
-	eng    *engine
-	closed bool
+	mu         sync.Mutex
+	eng        *engine
+	closed     bool
+	generation uint64 // engines installed so far: 1 after Dial
+}
+
+// ConnectionInfo describes the client's current connection.
+type ConnectionInfo struct {
+	// Generation counts connections: 1 after Dial, one more per reconnect.
+	Generation uint64
+	// ResumeOutcome is the current connection's HELLO_OK outcome: ResumeNew
+	// after Dial, ResumeResumed when a reconnect kept the broker-side session.
+	ResumeOutcome ResumeOutcome
+	// Closed is true once the connection has ended (before any reconnect).
+	Closed bool
 }
 
 // Dial connects to the broker at addr ("host:port"; the port defaults to 9876)
@@ -39,11 +55,11 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 		return nil, err
 	}
 	c := &Client{addr: addr, opts: resolved, routes: newRouteCache(), dialSlot: make(chan struct{}, 1)}
-	eng, err := connect(ctx, addr, resolved, c.routes)
+	eng, err := connect(ctx, addr, resolved, c.routes, nil)
 	if err != nil {
 		return nil, err
 	}
-	c.eng = eng
+	c.install(eng)
 	// Best effort: a broker without topology support answers ERROR, which only
 	// fails this request; publishes then route to partition 0 until told better.
 	if _, err := c.FetchTopology(ctx); err != nil && eng.isClosed() {
@@ -64,25 +80,74 @@ func (c *Client) Close() error {
 	eng := c.eng
 	c.mu.Unlock()
 	eng.shutdown(ErrClientClosed)
+	// An engine lost earlier kept its subscriptions for a resume that will not
+	// come now.
+	eng.closeSubscriptions(connectionLost(ErrClientClosed))
 	return nil
 }
 
 // Reconnect replaces the connection with a new one, whatever the state of the
-// current one. Subscriptions and pending requests of the old connection end.
-func (c *Client) Reconnect(ctx context.Context) error {
+// current one, and returns the broker's resume outcome. Pending requests of the
+// old connection fail and are not replayed. Subscriptions carry over through
+// RECONCILE_CLIENT; deliveries the application holds settle normally when the
+// outcome is ResumeResumed and return ErrStaleDelivery otherwise.
+func (c *Client) Reconnect(ctx context.Context) (ResumeOutcome, error) {
 	if err := c.acquireDialSlot(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	defer c.releaseDialSlot()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return ErrClientClosed
+		return 0, ErrClientClosed
 	}
 	old := c.eng
 	c.mu.Unlock()
 	old.shutdown(connectionLost(errReconnectRequested))
-	return c.redial(ctx)
+	eng, err := c.redial(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return eng.helloOk.ResumeOutcome, nil
+}
+
+// Connection describes the current connection.
+func (c *Client) Connection() ConnectionInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ConnectionInfo{Generation: c.generation, ResumeOutcome: c.eng.helloOk.ResumeOutcome, Closed: c.eng.isClosed()}
+}
+
+// install makes eng the current engine. The caller holds the dial slot or is
+// Dial.
+func (c *Client) install(eng *engine) {
+	eng.onLost = c.onEngineLost
+	c.eng = eng
+	c.generation++
+}
+
+// onEngineLost runs once when an engine that kept its subscriptions fails: one
+// reconnect attempt now, so the subscriptions resume without waiting for the
+// application's next operation.
+func (c *Client) onEngineLost(lost *engine) {
+	if len(lost.liveParts()) == 0 || c.opts.DisableAutoReconnect {
+		return // nothing to resume in the background; the next operation redials
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.HandshakeTimeout)
+	defer cancel()
+	if err := c.acquireDialSlot(ctx); err != nil {
+		lost.closeSubscriptions(connectionLost(err))
+		return
+	}
+	defer c.releaseDialSlot()
+	c.mu.Lock()
+	current, closed := c.eng, c.closed
+	c.mu.Unlock()
+	if closed || current != lost {
+		return // closed, or another caller already reconnected
+	}
+	c.opts.Logger.Info("client: resuming after a lost connection", "broker", c.addr, "cause", lost.err())
+	_, _ = c.redial(ctx)
 }
 
 // errReconnectRequested is the cause recorded on an engine replaced by Reconnect.
@@ -99,20 +164,33 @@ func (c *Client) acquireDialSlot(ctx context.Context) error {
 
 func (c *Client) releaseDialSlot() { <-c.dialSlot }
 
-// redial dials a new engine and installs it. The caller holds the dial slot.
-func (c *Client) redial(ctx context.Context) error {
-	eng, err := connect(ctx, c.addr, c.opts, c.routes)
+// redial dials a new engine resuming the current one's session, and installs
+// it. The caller holds the dial slot. A failed attempt ends the subscriptions
+// the old engine kept: nothing would otherwise wake their consumers.
+func (c *Client) redial(ctx context.Context) (*engine, error) {
+	c.mu.Lock()
+	old := c.eng
+	c.mu.Unlock()
+	if !old.isClosed() {
+		panic("client: redial while the current engine is open")
+	}
+	eng, err := connect(ctx, c.addr, c.opts, c.routes, planResume(old))
 	if err != nil {
-		return err
+		old.closeSubscriptions(connectionLost(err))
+		return nil, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		eng.shutdown(ErrClientClosed)
-		return ErrClientClosed
+	closed := c.closed
+	if !closed {
+		c.install(eng)
 	}
-	c.eng = eng
-	return nil
+	c.mu.Unlock()
+	if closed {
+		eng.shutdown(ErrClientClosed)
+		eng.closeSubscriptions(connectionLost(ErrClientClosed))
+		return nil, ErrClientClosed
+	}
+	return eng, nil
 }
 
 // engine returns the live engine, reconnecting once if it has closed and
@@ -144,12 +222,7 @@ func (c *Client) engine(ctx context.Context) (*engine, error) {
 		return eng, nil // another goroutine reconnected while we waited
 	}
 	c.opts.Logger.Info("client: reconnecting", "broker", c.addr, "cause", eng.err())
-	if err := c.redial(ctx); err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.eng, nil
+	return c.redial(ctx)
 }
 
 // ServerName returns the server name the broker sent in HELLO_OK.

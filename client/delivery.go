@@ -7,18 +7,23 @@ package client
 //     group and partition exactly as delivered.
 //   - A delivery is settled at most once by this client; a settlement that could
 //     not be queued leaves it unsettled so the caller may try again.
-//   - A delivery from a connection that has ended is stale: settling it sends
-//     nothing and returns ErrStaleDelivery (the broker redelivers the message).
+//   - A delivery belongs to the broker-side session it came from, not to one
+//     connection: after a `resumed` reconnect it settles over the new connection
+//     (with its original request id and tag). Once its session is stale (a
+//     reconnect with any other outcome) settling sends nothing and returns
+//     ErrStaleDelivery; the broker redelivers the message.
+//   - Settling on a lost connection makes the client's one reconnect attempt
+//     (unless auto-reconnect is off) rather than failing at once.
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/fibril-go/fibril/mutant"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -38,7 +43,8 @@ type Delivery struct {
 	PublishedAt time.Time // the producer's clock at publish
 	ReceivedAt  time.Time // the broker's clock when it received the publish
 
-	eng       *engine
+	sess      *session // the broker-side session whose tag this is
+	client    *Client
 	requestID uint64                // the DELIVER's id, reused by the settlement
 	groupWire wire.Optional[string] // the group exactly as delivered
 	autoAck   bool
@@ -69,7 +75,8 @@ func newDelivery(e *engine, sub *Subscription, requestID uint64, d wire.Deliver)
 		Payload:     d.Payload,
 		PublishedAt: time.UnixMilli(int64(d.PublishedMs)),
 		ReceivedAt:  time.UnixMilli(int64(d.PublishReceivedMs)),
-		eng:         e,
+		sess:        e.sess,
+		client:      sub.client,
 		requestID:   requestID,
 		groupWire:   d.Group,
 		autoAck:     sub.autoAck,
@@ -113,20 +120,47 @@ func (d *Delivery) settle(ctx context.Context, op wire.Opcode, body wire.Body) e
 	if d.autoAck {
 		return ErrAutoAck
 	}
-	if d.eng.isClosed() {
-		return ErrStaleDelivery
+	eng, err := d.sessionEngine(ctx)
+	if err != nil {
+		return err
 	}
 	if !d.settled.CompareAndSwap(false, true) {
 		return ErrAlreadySettled
 	}
-	if err := d.eng.send(ctx, op, d.requestID, body); err != nil {
+	if err := eng.send(ctx, op, d.requestID, body); err != nil {
+		// Not queued: the caller may settle again (after a resume, say).
 		d.settled.Store(false)
-		if errors.Is(err, ErrConnectionLost) {
-			return fmt.Errorf("%w (%w)", ErrStaleDelivery, err)
-		}
 		return err
 	}
 	return nil
+}
+
+// sessionEngine returns a live engine of d's session: the current one, or the
+// one the client's reconnect attempt produced when that resumed the session.
+func (d *Delivery) sessionEngine(ctx context.Context) (*engine, error) {
+	// The mutant settles a stale delivery over whatever connection is newest:
+	// a dead tag on another session, which the stale-settle tests must catch.
+	if d.sess.stale.Load() && !mutant.On(mutant.ClientSettleStale) {
+		return nil, ErrStaleDelivery
+	}
+	eng := d.sess.engine()
+	if eng != nil && !eng.isClosed() {
+		return eng, nil
+	}
+	if d.client == nil {
+		return nil, ErrStaleDelivery
+	}
+	next, err := d.client.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if next.sess != d.sess && !mutant.On(mutant.ClientSettleStale) {
+		if !d.sess.stale.Load() {
+			panic("client: a delivery's session was replaced without being marked stale")
+		}
+		return nil, ErrStaleDelivery
+	}
+	return next, nil
 }
 
 // Text returns the payload as a string.

@@ -23,11 +23,18 @@
 // a remote broker needs a CA file or a fingerprint pin, or a publicly issued
 // certificate.
 //
-// When the connection is lost, in-flight operations fail (nothing is replayed)
-// and subscriptions close with the cause. Unless DisableAutoReconnect is set, the
-// next operation makes one attempt to connect again. A reconnect starts a fresh
-// session: this client does not yet resume sessions or reconcile subscriptions
-// (PROTOCOL §7.7, §7.8), so subscribe again after a reconnect.
+// When the connection is lost, in-flight operations fail (nothing is replayed).
+// Unless DisableAutoReconnect is set, the next operation makes one attempt to
+// connect again, and so does the client at once while subscriptions are open. A
+// reconnect resumes the session (PROTOCOL §7.7): HELLO presents the last
+// HELLO_OK's identity, AUTH repeats the credentials, and RECONCILE_CLIENT lists
+// the open subscriptions (§7.8). Kept subscriptions go on delivering into the
+// same channel; the others close with a *SubscriptionClosedError carrying the
+// reconcile code (40 when the broker did not mention them). When the broker
+// resumed the session, deliveries the application holds settle normally;
+// otherwise settling them returns ErrStaleDelivery and the message redelivers.
+// With DisableAutoReconnect, subscriptions close with the connection error and
+// Reconnect (which returns the outcome) is the application's to call.
 //
 // # Publishing and routing
 //

@@ -10,13 +10,16 @@ package client
 //   - A request is registered in pending before its frame is queued, so a reply can
 //     never arrive for an unknown id. Whoever removes a call from pending (reader on
 //     reply, fail on close, the caller on cancel) releases its request slot, once.
-//   - After fail, closed is closed, closeErr is set, pending is empty and every
-//     subscription of this engine is closed; nothing is ever replayed.
+//   - After fail, closed is closed, closeErr is set and pending is empty; nothing
+//     is ever replayed. Subscriptions close too, unless the client will try to
+//     resume them (auto-reconnect on, or an explicit Reconnect): they then stay in
+//     subs for the reconnect to reconcile, and onLost is told.
 //   - Replies are dispatched by request id, pushes by opcode (§7.1).
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -32,7 +35,7 @@ import (
 const (
 	helloRequestID     uint64 = 1
 	authRequestID      uint64 = 2
-	reconcileRequestID uint64 = 3 // reserved; this client does not resume sessions yet
+	reconcileRequestID uint64 = 3
 	firstRequestID     uint64 = 4
 )
 
@@ -62,6 +65,14 @@ type engine struct {
 	log    *slog.Logger
 
 	helloOk wire.HelloOk
+	// sess is the broker-side session this engine serves; set once the handshake
+	// succeeded, before any delivery is created.
+	sess *session
+	// heldFrames are pushes received during the handshake (session.go).
+	heldFrames []heldFrame
+	// onLost, when set, runs on its own goroutine after fail kept the
+	// subscriptions for a resume.
+	onLost func(*engine)
 
 	lastRequestID atomic.Uint64
 	writeQueue    chan []byte
@@ -141,20 +152,47 @@ func (e *engine) fail(cause error) {
 		e.mu.Lock()
 		calls := e.pending
 		e.pending = make(map[uint64]*call)
-		subs := make(map[*Subscription]struct{})
-		for _, part := range e.subs {
-			subs[part.sub] = struct{}{}
-		}
 		e.mu.Unlock()
 		lost := connectionLost(cause)
 		for _, c := range calls {
 			e.releaseSlot()
 			c.reply <- reply{err: lost}
 		}
-		for sub := range subs {
-			sub.closeWith(lost)
+		if !e.keepsSubscriptions(cause) {
+			e.closeSubscriptions(lost)
+			return
+		}
+		if e.onLost != nil {
+			go e.onLost(e)
 		}
 	})
+}
+
+// keepsSubscriptions says whether the subscriptions outlive this engine, to be
+// reconciled by the next connection: with auto-reconnect, or when the
+// application asked for the reconnect; never after Close.
+func (e *engine) keepsSubscriptions(cause error) bool {
+	if errors.Is(cause, ErrClientClosed) {
+		return false
+	}
+	return !e.opts.DisableAutoReconnect || errors.Is(cause, errReconnectRequested)
+}
+
+// closeSubscriptions ends every subscription still registered on e.
+func (e *engine) closeSubscriptions(reason error) {
+	e.mu.Lock()
+	subs := make([]*Subscription, 0, len(e.subs))
+	seen := make(map[*Subscription]bool, len(e.subs))
+	for _, part := range e.subs {
+		if !seen[part.sub] {
+			seen[part.sub] = true
+			subs = append(subs, part.sub)
+		}
+	}
+	e.mu.Unlock()
+	for _, sub := range subs {
+		sub.closeWith(reason)
+	}
 }
 
 // shutdown closes gracefully: frames already queued (ACKs) are written first,

@@ -51,6 +51,15 @@ type fakeScript struct {
 	deliveryType    wire.ContentType
 	redirectTopics  map[string]uint64 // first confirmed publish to topic gets REDIRECT(version)
 	reverseConfirms int               // hold PUBLISH_OKs and send each batch of this many reversed
+	// resumeAs is the outcome for a HELLO presenting the last identity issued;
+	// nil means resumed (the session and its identity carry over).
+	resumeAs *wire.ResumeOutcome
+	// reconcile answers RECONCILE_CLIENT; nil keeps every listed subscription
+	// under its id (matched).
+	reconcile func(wire.ReconcileClient) wire.ReconcileResult
+	// earlyDeliverSubID, when set, pushes a PING and a DELIVER for this sub id
+	// before answering RECONCILE_CLIENT, as Fibril's resumed sessions may (§9.2).
+	earlyDeliverSubID uint64
 }
 
 type fakeBroker struct {
@@ -72,6 +81,7 @@ type fakeBroker struct {
 	heldConfirms []heldConfirm
 	hellos       int
 	topologyReqs int
+	identity     wire.ResumeIdentity // the last one HELLO_OK issued
 
 	frames chan recorded
 }
@@ -329,7 +339,9 @@ func (fb *fakeBroker) serve(fc *fakeConn) {
 func (fb *fakeBroker) handle(fc *fakeConn, h wire.Header, body wire.Body) bool {
 	switch m := body.(type) {
 	case wire.Hello:
-		return fb.onHello(fc, h)
+		return fb.onHello(fc, h, m)
+	case wire.ReconcileClient:
+		fb.onReconcile(fc, h, m)
 	case wire.Auth:
 		return fb.onAuth(fc, h, m)
 	case wire.Ping:
@@ -352,10 +364,26 @@ func (fb *fakeBroker) handle(fc *fakeConn, h wire.Header, body wire.Body) bool {
 	return true
 }
 
-func (fb *fakeBroker) onHello(fc *fakeConn, h wire.Header) bool {
+func (fb *fakeBroker) onHello(fc *fakeConn, h wire.Header, m wire.Hello) bool {
 	fb.mu.Lock()
 	fb.hellos++
 	script := fb.script
+	outcome := wire.ResumeNew
+	if resume, ok := m.Resume.Get(); ok {
+		outcome = wire.ResumeRejected
+		if resume == fb.identity {
+			outcome = wire.ResumeResumed
+			if script.resumeAs != nil {
+				outcome = *script.resumeAs
+			}
+		}
+	}
+	if outcome != wire.ResumeResumed {
+		// A fresh identity per new session, so a later resume can tell them apart.
+		n := byte(fb.hellos)
+		fb.identity = wire.ResumeIdentity{OwnerID: wire.UUID{9}, ClientID: wire.UUID{8, n}, ResumeToken: wire.UUID{7, n}}
+	}
+	identity := fb.identity
 	fb.mu.Unlock()
 	if script.helloError != nil {
 		fc.send(wire.OpHelloErr, h.RequestID, *script.helloError)
@@ -366,10 +394,49 @@ func (fb *fakeBroker) onHello(fc *fakeConn, h wire.Header) bool {
 		compliance = wire.ComplianceMarker
 	}
 	fc.send(wire.OpHelloOk, h.RequestID, wire.HelloOk{
-		ProtocolVersion: wire.ProtocolVersion, OwnerID: wire.UUID{9}, ClientID: wire.UUID{8},
-		ResumeToken: wire.UUID{7}, ResumeOutcome: wire.ResumeNew, ServerName: "fake-broker", Compliance: compliance,
+		ProtocolVersion: wire.ProtocolVersion, OwnerID: identity.OwnerID, ClientID: identity.ClientID,
+		ResumeToken: identity.ResumeToken, ResumeOutcome: outcome, ServerName: "fake-broker", Compliance: compliance,
 	})
 	return true
+}
+
+func (fb *fakeBroker) onReconcile(fc *fakeConn, h wire.Header, m wire.ReconcileClient) {
+	fb.mu.Lock()
+	answer, early := fb.script.reconcile, fb.script.earlyDeliverSubID
+	fb.mu.Unlock()
+	if early != 0 {
+		fc.push(wire.OpPing, wire.Ping{})
+		fc.push(wire.OpDeliver, wire.Deliver{SubID: early, Topic: "early", DeliveryTag: 1000,
+			ContentType: wire.ContentType{Kind: wire.ContentText}, Payload: []byte("early")})
+	}
+	var result wire.ReconcileResult
+	if answer != nil {
+		result = answer(m)
+	} else {
+		for _, sub := range m.Subscriptions {
+			result.Entries = append(result.Entries, wire.ReconcileEntry{Client: wire.Some(sub), Server: wire.Some(sub),
+				Action: wire.ReconcileKeep, Reason: "matched", Code: 1})
+		}
+	}
+	fc.send(wire.OpReconcileResult, h.RequestID, result)
+}
+
+// deliver pushes one DELIVER for subID on every connection and returns its tag.
+func (fb *fakeBroker) deliver(subID uint64, topic string, offset uint64, payload string) uint64 {
+	fb.mu.Lock()
+	fb.nextTag++
+	tag := fb.nextTag
+	conns := append([]*fakeConn(nil), fb.conns...)
+	fb.mu.Unlock()
+	for _, fc := range conns {
+		id := fc.nextPushID()
+		fb.mu.Lock()
+		fb.tagRequestID[tag] = id
+		fb.mu.Unlock()
+		fc.send(wire.OpDeliver, id, wire.Deliver{SubID: subID, Topic: topic, Offset: offset, DeliveryTag: tag,
+			ContentType: wire.ContentType{Kind: wire.ContentText}, Payload: []byte(payload)})
+	}
+	return tag
 }
 
 func (fb *fakeBroker) onAuth(fc *fakeConn, h wire.Header, m wire.Auth) bool {
@@ -477,5 +544,40 @@ func (fb *fakeBroker) onSubscribe(fc *fakeConn, h wire.Header, m wire.Subscribe)
 			Offset: uint64(i), DeliveryTag: tag, PublishedMs: 1_700_000_000_000, PublishReceivedMs: 1_700_000_000_005,
 			ContentType: contentType, Headers: script.deliveryHeaders, Payload: payload,
 		})
+	}
+}
+
+// update changes the script of a running fake.
+func (fb *fakeBroker) update(change func(*fakeScript)) {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	change(&fb.script)
+}
+
+// lastIdentity is the resume identity the fake's last HELLO_OK carried.
+func (fb *fakeBroker) lastIdentity() wire.ResumeIdentity {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	return fb.identity
+}
+
+// nextFrame returns the next recorded frame of any kind but heartbeats and
+// TOPOLOGY, so a test can check the handshake's order.
+func (fb *fakeBroker) nextFrame(t *testing.T) recorded {
+	t.Helper()
+	timer := time.NewTimer(testTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case f := <-fb.frames:
+			switch f.h.Opcode {
+			case wire.OpPing, wire.OpPong, wire.OpTopology:
+				continue
+			}
+			return f
+		case <-timer.C:
+			t.Fatal("timed out waiting for a frame from the client")
+			return recorded{}
+		}
 	}
 }

@@ -1,12 +1,16 @@
 package client
 
 // Connecting: dial the transport, then the synchronous handshake of PROTOCOL §3:
-// HELLO (request id 1), then AUTH (request id 2) when credentials are set, each
-// answered by exactly one frame before the engine's goroutines start.
+// HELLO (request id 1, with the resume identity on a reconnect), then AUTH
+// (request id 2) when credentials are set, then on a reconnect that remembers
+// subscriptions RECONCILE_CLIENT (request id 3), each answered by one reply
+// frame before the engine's goroutines start.
 //
 // Invariants:
 //   - Nothing but the handshake touches the connection until it succeeds.
-//   - A failed handshake closes the connection.
+//   - A failed handshake closes the connection and changes no subscription or
+//     session: only a completed handshake applies the reconcile result and
+//     decides the old session's staleness.
 //   - HELLO_OK must carry protocol version 1 and exactly wire.ComplianceMarker.
 
 import (
@@ -20,7 +24,8 @@ import (
 )
 
 // connect dials addr and runs the handshake; the returned engine is started.
-func connect(ctx context.Context, addr string, opts ClientOptions, routes *routeCache) (*engine, error) {
+// plan is nil on the first connect, else what the replaced engine carries over.
+func connect(ctx context.Context, addr string, opts ClientOptions, routes *routeCache, plan *resumePlan) (*engine, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opts.HandshakeTimeout)
@@ -34,7 +39,7 @@ func connect(ctx context.Context, addr string, opts ClientOptions, routes *route
 	// The handshake reads block; closing the connection is what unblocks them
 	// when ctx ends.
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	err = e.handshake(opts)
+	result, err := e.handshake(opts, plan)
 	if !stop() {
 		// ctx ended and closed the connection: whatever the handshake saw is a
 		// consequence of that.
@@ -44,8 +49,29 @@ func connect(ctx context.Context, addr string, opts ClientOptions, routes *route
 		_ = conn.Close()
 		return nil, err
 	}
-	e.start()
+	e.adoptSession(plan, result)
+	e.start() // the reader dispatches the held pushes first
 	return e, nil
+}
+
+// adoptSession joins the old session when the broker resumed it, else starts a
+// new one and marks the old one stale (§7.7), then applies the reconcile result.
+func (e *engine) adoptSession(plan *resumePlan, result wire.ReconcileResult) {
+	if plan != nil && e.helloOk.ResumeOutcome == wire.ResumeResumed {
+		e.sess = plan.sess
+	} else {
+		e.sess = &session{}
+		if plan != nil {
+			plan.sess.stale.Store(true)
+		}
+	}
+	if plan != nil && plan.reconcile {
+		e.applyReconcile(plan, result)
+	}
+	if e.sess.stale.Load() {
+		panic("client: a new engine joined a stale session")
+	}
+	e.sess.current.Store(e)
 }
 
 // dialTransport opens the transport connection and maps its failures to the
@@ -91,12 +117,44 @@ func dialTransport(ctx context.Context, addr string, opts ClientOptions) (transp
 	return nil, fmt.Errorf("client: connect to %s over %s: %w", addr, opts.Transport, err)
 }
 
-// handshake performs HELLO and, with credentials, AUTH.
-func (e *engine) handshake(opts ClientOptions) error {
+// handshake performs HELLO, with credentials AUTH, and with a plan that
+// remembers subscriptions RECONCILE_CLIENT, whose result it returns.
+func (e *engine) handshake(opts ClientOptions, plan *resumePlan) (wire.ReconcileResult, error) {
+	if err := e.hello(opts, plan); err != nil {
+		return wire.ReconcileResult{}, err
+	}
+	if err := e.authenticate(opts); err != nil {
+		return wire.ReconcileResult{}, err
+	}
+	if plan == nil || !plan.reconcile {
+		return wire.ReconcileResult{}, nil
+	}
+	policy := wire.ReconcileConservative
+	if opts.ReconcileRestore {
+		policy = wire.ReconcileRestore
+	}
+	h, body, err := e.exchange(wire.OpReconcileClient, reconcileRequestID, plan.reconcileRequest(policy))
+	if err != nil {
+		return wire.ReconcileResult{}, err
+	}
+	switch h.Opcode {
+	case wire.OpReconcileResult:
+		return body.(wire.ReconcileResult), nil
+	case wire.OpError:
+		return wire.ReconcileResult{}, brokerError(h.Opcode, body.(wire.ErrorBody))
+	}
+	return wire.ReconcileResult{}, fmt.Errorf("%w: %s in reply to RECONCILE_CLIENT", ErrProtocol, h.Opcode)
+}
+
+// hello sends HELLO (with the resume identity of plan) and checks HELLO_OK.
+func (e *engine) hello(opts ClientOptions, plan *resumePlan) error {
 	hello := wire.Hello{
 		ClientName:      opts.ClientName,
 		ClientVersion:   Version,
 		ProtocolVersion: wire.ProtocolVersion,
+	}
+	if plan != nil {
+		hello.Resume = wire.Some(plan.identity)
 	}
 	h, body, err := e.exchange(wire.OpHello, helloRequestID, hello)
 	if err != nil {
@@ -119,12 +177,17 @@ func (e *engine) handshake(opts ClientOptions) error {
 	default:
 		return fmt.Errorf("%w: %s in reply to HELLO", ErrProtocol, h.Opcode)
 	}
+	return nil
+}
 
+// authenticate sends AUTH when credentials are set, on every connect: a resumed
+// session is authenticated already, and the broker re-checks and answers AUTH_OK.
+func (e *engine) authenticate(opts ClientOptions) error {
 	if opts.Credentials == nil {
 		return nil
 	}
 	auth := wire.Auth{Username: opts.Credentials.Username, Password: opts.Credentials.Password}
-	h, body, err = e.exchange(wire.OpAuth, authRequestID, auth)
+	h, body, err := e.exchange(wire.OpAuth, authRequestID, auth)
 	if err != nil {
 		return err
 	}
@@ -137,15 +200,27 @@ func (e *engine) handshake(opts ClientOptions) error {
 	return fmt.Errorf("%w: %s in reply to AUTH", ErrProtocol, h.Opcode)
 }
 
-// exchange writes one handshake frame and reads exactly one frame back.
+// exchange writes one handshake frame and reads its one reply back. Pushes a
+// resumed session sends early are held for dispatch after the handshake.
 func (e *engine) exchange(op wire.Opcode, requestID uint64, body wire.Body) (wire.Header, wire.Body, error) {
 	frame := wire.AppendBodyFrame(nil, op, requestID, body)
 	if _, err := e.conn.Write(frame); err != nil {
 		return wire.Header{}, nil, fmt.Errorf("client: send %s: %w", op, err)
 	}
-	h, payload, err := wire.ReadFrame(e.reader, wire.PayloadSizeBytesMaxDefault, nil)
-	if err != nil {
-		return wire.Header{}, nil, fmt.Errorf("client: the broker ended the connection during %s: %w", op, err)
+	var h wire.Header
+	var payload []byte
+	for {
+		var err error
+		h, payload, err = wire.ReadFrame(e.reader, wire.PayloadSizeBytesMaxDefault, nil)
+		if err != nil {
+			return wire.Header{}, nil, fmt.Errorf("client: the broker ended the connection during %s: %w", op, err)
+		}
+		if !isHandshakePush(h.Opcode) {
+			break
+		}
+		if err := e.holdPush(h, payload); err != nil {
+			return wire.Header{}, nil, err
+		}
 	}
 	decoded, err := wire.DecodeBody(h.Opcode, payload)
 	if err != nil {

@@ -121,8 +121,14 @@ type ClientOptions struct {
 	// intervals without any frame. Zero means 5 s.
 	HeartbeatInterval time.Duration
 	// DisableAutoReconnect stops the client from redialing once before the next
-	// operation after the connection is lost.
+	// operation after the connection is lost. Subscriptions then end with the
+	// connection error; an explicit Reconnect still resumes the session, so
+	// deliveries the application holds settle if the broker resumed it.
 	DisableAutoReconnect bool
+	// ReconcileRestore asks the broker, on a reconnect whose session it no longer
+	// has, to subscribe the remembered subscriptions anew (policy restore) instead
+	// of telling the client to close them (conservative, the default; §7.8).
+	ReconcileRestore bool
 	// MaxRedirects a confirmed publish follows. Zero means 3; negative means none.
 	MaxRedirects int
 	// ClientName is sent in HELLO (informational). Empty means "fibril-go".

@@ -22,6 +22,12 @@ import (
 
 func (e *engine) readLoop() {
 	defer close(e.readerDone)
+	// Pushes held during the handshake come first, here rather than on the
+	// dialing goroutine: a full deliveries channel then blocks only the reader.
+	if err := e.dispatchHeld(); err != nil {
+		e.fail(err)
+		return
+	}
 	var buf []byte
 	for {
 		h, payload, err := wire.ReadFrame(e.reader, wire.PayloadSizeBytesMaxDefault, buf)

@@ -10,8 +10,11 @@ package client
 //   - The deliveries channel is closed exactly once, under sendMu, after done is
 //     closed; the reader sends only under sendMu and gives up when done or the
 //     engine closes, so it never sends on a closed channel nor blocks forever.
-//   - A closed subscription registers no further partitions (detached, under the
-//     engine's mu).
+//   - A closed subscription registers no further partitions (detached, under mu;
+//     lock order: Subscription.mu, then engine.mu).
+//   - eng is the engine the subscription's partitions are registered on; a resume
+//     moves it to the new engine (session.go) and the deliveries channel stays
+//     the same, so consumers see one stream across reconnects.
 //   - There is no UNSUBSCRIBE opcode: Close stops delivery locally; the broker keeps
 //     the server-side subscription until the connection ends, and unsettled or
 //     later deliveries return to the queue when their lease expires.
@@ -62,12 +65,14 @@ type Subscription struct {
 	group    string
 	autoAck  bool
 	prefetch uint32
-	eng      *engine
+	client   *Client
 
 	deliveries chan *Delivery
 
-	parts    []*partitionSub // guarded by eng.mu
-	detached bool            // guarded by eng.mu
+	mu       sync.Mutex
+	eng      *engine         // guarded by mu
+	parts    []*partitionSub // guarded by mu
+	detached bool            // guarded by mu
 
 	sendMu     sync.Mutex
 	sendClosed bool // guarded by sendMu
@@ -101,6 +106,7 @@ func (c *Client) SubscribeTopic(ctx context.Context, topic string, opts Subscrib
 		group:      key.group,
 		autoAck:    opts.AutoAck,
 		prefetch:   prefetch,
+		client:     c,
 		eng:        eng,
 		deliveries: make(chan *Delivery, bufferSize),
 		done:       make(chan struct{}),
@@ -111,7 +117,7 @@ func (c *Client) SubscribeTopic(ctx context.Context, topic string, opts Subscrib
 			Topic: key.topic, Partition: partition, Group: groupOpt(key.group),
 			Prefetch: prefetch, AutoAck: opts.AutoAck,
 		}
-		call, err := eng.startRequest(ctx, wire.OpSubscribe, req, sub.registerOnReply(partition))
+		call, err := eng.startRequest(ctx, wire.OpSubscribe, req, sub.registerOnReply(eng, partition))
 		if err != nil {
 			sub.closeWith(err)
 			return nil, err
@@ -119,7 +125,7 @@ func (c *Client) SubscribeTopic(ctx context.Context, topic string, opts Subscrib
 		calls = append(calls, call)
 	}
 	for _, call := range calls {
-		if err := sub.awaitSubscribed(ctx, call); err != nil {
+		if err := sub.awaitSubscribed(ctx, eng, call); err != nil {
 			sub.closeWith(err)
 			return nil, err
 		}
@@ -127,26 +133,32 @@ func (c *Client) SubscribeTopic(ctx context.Context, topic string, opts Subscrib
 	return sub, nil
 }
 
-// registerOnReply runs on the reader goroutine when a SUBSCRIBE is answered.
-func (s *Subscription) registerOnReply(partition uint32) func(reply) {
+// registerOnReply runs on e's reader goroutine when a SUBSCRIBE is answered.
+func (s *Subscription) registerOnReply(e *engine, partition uint32) func(reply) {
 	return func(r reply) {
 		ok, isOk := r.body.(wire.SubscribeOk)
 		if !isOk {
 			return
 		}
-		s.eng.mu.Lock()
-		defer s.eng.mu.Unlock()
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		if s.detached {
 			return // a late reply for a subscription that already failed or closed
 		}
+		if s.eng != e {
+			panic("client: a SUBSCRIBE_OK for an engine the subscription left")
+		}
 		part := &partitionSub{subID: ok.SubID, partition: partition, sub: s}
-		s.eng.subs[ok.SubID] = part
+		e.mu.Lock()
+		e.subs[ok.SubID] = part
+		e.mu.Unlock()
 		s.parts = append(s.parts, part)
+		e.sess.hadSubs.Store(true)
 	}
 }
 
-func (s *Subscription) awaitSubscribed(ctx context.Context, c *call) error {
-	r, err := s.eng.await(ctx, c)
+func (s *Subscription) awaitSubscribed(ctx context.Context, e *engine, c *call) error {
+	r, err := e.await(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -194,14 +206,17 @@ func (s *Subscription) CloseReason() error {
 func (s *Subscription) closeWith(reason error) {
 	s.closeOnce.Do(func() {
 		s.reason = reason
-		s.eng.mu.Lock()
+		s.mu.Lock()
 		s.detached = true
+		e := s.eng
+		e.mu.Lock()
 		for _, part := range s.parts {
-			if s.eng.subs[part.subID] == part {
-				delete(s.eng.subs, part.subID)
+			if e.subs[part.subID] == part {
+				delete(e.subs, part.subID)
 			}
 		}
-		s.eng.mu.Unlock()
+		e.mu.Unlock()
+		s.mu.Unlock()
 		close(s.done)
 		s.sendMu.Lock()
 		s.sendClosed = true
@@ -210,9 +225,16 @@ func (s *Subscription) closeWith(reason error) {
 	})
 }
 
-// push hands a delivery to the application, waiting while the channel is full
-// (backpressure on the connection) unless the subscription or engine closes.
-func (s *Subscription) push(d *Delivery) {
+// isDetached reports whether the subscription has closed.
+func (s *Subscription) isDetached() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.detached
+}
+
+// push hands a delivery from e to the application, waiting while the channel is
+// full (backpressure on the connection) unless the subscription or e closes.
+func (s *Subscription) push(e *engine, d *Delivery) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	if s.sendClosed {
@@ -223,7 +245,6 @@ func (s *Subscription) push(d *Delivery) {
 		return
 	default:
 	}
-	e := s.eng
 	e.deliveringBlocked.Store(true)
 	select {
 	case s.deliveries <- d:
@@ -245,7 +266,7 @@ func (e *engine) onDeliver(requestID uint64, d wire.Deliver) {
 		e.log.Debug("client: dropping DELIVER for an unknown subscription", "sub_id", d.SubID)
 		return
 	}
-	part.sub.push(newDelivery(e, part.sub, requestID, d))
+	part.sub.push(e, newDelivery(e, part.sub, requestID, d))
 }
 
 // onSubscriptionClosed ends the whole fanned-in subscription when the broker ends

@@ -53,4 +53,8 @@ const (
 	// SnapshotOnlyWhenQuiescent: a partition snapshots only when everything
 	// it appended is durable, so under sustained traffic it never does.
 	SnapshotOnlyWhenQuiescent = "snapshot-only-when-quiescent"
+	// ClientSettleStale: the Go client settles a delivery of a session the
+	// broker did not resume over the new connection instead of refusing it
+	// with ErrStaleDelivery.
+	ClientSettleStale = "client-settle-stale"
 )
