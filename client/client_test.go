@@ -323,7 +323,7 @@ func TestDeclareQueue(t *testing.T) {
 		if _, err := c.DeclareQueue(ctx, client.NewQueueConfig("plain")); err != nil {
 			t.Fatal(err)
 		}
-		if f := fb.expect(t, wire.OpDeclareQueue).body.(wire.DeclareQueue); f != (wire.DeclareQueue{Topic: "plain"}) {
+		if f := fb.expectOp(t, wire.OpDeclareQueue).body.(wire.DeclareQueue); f != (wire.DeclareQueue{Topic: "plain"}) {
 			t.Fatalf("minimal DECLARE_QUEUE %+v", f)
 		}
 		if _, err := c.DeclareQueue(ctx, client.NewQueueConfig("Bad Name")); !errors.Is(err, client.ErrInvalidName) {
@@ -782,4 +782,27 @@ func TestLocalTrustForLoopbackQUIC(t *testing.T) {
 		t.Fatalf("Dial with local trust: %v", err)
 	}
 	_ = c.Close()
+}
+
+// TestKeyRoutingOnAStandaloneBroker: a standalone broker's TOPOLOGY lists
+// nothing (generation 0, PROTOCOL 5.20), so the client learns a queue's
+// partition count from a bare DECLARE_QUEUE and routes a keyed publish to
+// the key's partition of a queue declared by someone else (before, it took
+// "not listed" for one partition and sent every key to partition 0).
+func TestKeyRoutingOnAStandaloneBroker(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, kind string) {
+		fb := newFakeBroker(t, kind, fakeScript{standalone: true, topology: map[topicKey]uint32{{"orders", ""}: 4}})
+		c := fb.dial(t, client.ClientOptions{})
+		if _, err := c.Publisher("orders").PublishConfirmed(testContext(t), client.Text("o").PartitionKey("customer-7")); err != nil {
+			t.Fatal(err)
+		}
+		probe := fb.expectOp(t, wire.OpDeclareQueue).body.(wire.DeclareQueue)
+		if probe != (wire.DeclareQueue{Topic: "orders"}) {
+			t.Fatalf("routing probe %+v, want a bare DECLARE_QUEUE", probe)
+		}
+		p := fb.expect(t, wire.OpPublish).body.(wire.Publish)
+		if want := wire.PartitionForKey([]byte("customer-7"), 4); p.Partition != want {
+			t.Fatalf("keyed publish went to partition %d, want %d of 4", p.Partition, want)
+		}
+	})
 }

@@ -60,6 +60,9 @@ type fakeScript struct {
 	// earlyDeliverSubID, when set, pushes a PING and a DELIVER for this sub id
 	// before answering RECONCILE_CLIENT, as Fibril's resumed sessions may (§9.2).
 	earlyDeliverSubID uint64
+	// standalone answers TOPOLOGY with generation 0 and empty lists, as a
+	// standalone broker does (PROTOCOL 5.20), whatever topology holds.
+	standalone bool
 }
 
 type fakeBroker struct {
@@ -276,6 +279,9 @@ func (fb *fakeBroker) next(t *testing.T) recorded {
 			case wire.OpHello, wire.OpAuth, wire.OpPing, wire.OpPong, wire.OpTopology:
 				continue
 			}
+			if routingProbe(f) {
+				continue
+			}
 			return f
 		case <-timer.C:
 			t.Fatal("timed out waiting for a frame from the client")
@@ -355,6 +361,9 @@ func (fb *fakeBroker) handle(fc *fakeConn, h wire.Header, body wire.Body) bool {
 	case wire.DeclareQueue:
 		count := max(m.PartitionCount.Or(1), 1)
 		fb.mu.Lock()
+		if known, ok := fb.script.topology[topicKey{m.Topic, m.Group.Or("")}]; ok && !m.PartitionCount.Present {
+			count = known // the existing count wins (PROTOCOL 5.12)
+		}
 		fb.script.topology[topicKey{m.Topic, m.Group.Or("")}] = count
 		fb.mu.Unlock()
 		fc.send(wire.OpDeclareQueueOk, h.RequestID, wire.DeclareQueueOk{Status: "created", PartitionCount: count})
@@ -458,6 +467,9 @@ func (fb *fakeBroker) topologyFor(req wire.Topology) wire.TopologyOk {
 	defer fb.mu.Unlock()
 	fb.topologyReqs++
 	var snap wire.TopologySnapshot
+	if fb.script.standalone {
+		return wire.TopologyOk(snap)
+	}
 	for key, count := range fb.script.topology {
 		if topic, ok := req.Topic.Get(); ok && topic != key.topic {
 			continue
@@ -572,6 +584,38 @@ func (fb *fakeBroker) nextFrame(t *testing.T) recorded {
 		case f := <-fb.frames:
 			switch f.h.Opcode {
 			case wire.OpPing, wire.OpPong, wire.OpTopology:
+				continue
+			}
+			if routingProbe(f) {
+				continue
+			}
+			return f
+		case <-timer.C:
+			t.Fatal("timed out waiting for a frame from the client")
+			return recorded{}
+		}
+	}
+}
+
+// routingProbe: a bare DECLARE_QUEUE (no setting) is how the client learns a
+// partition count from a broker whose topology lists nothing; tests that
+// script other frames skip it like TOPOLOGY.
+func routingProbe(f recorded) bool {
+	d, ok := f.body.(wire.DeclareQueue)
+	return ok && !d.PartitionCount.Present && !d.DLQPolicy.Present && !d.DLQRetriesMax.Present && !d.DefaultMessageTTLMs.Present
+}
+
+// nextAny is next without skipping routing probes (a bare DECLARE_QUEUE is
+// then the request under test).
+func (fb *fakeBroker) nextAny(t *testing.T) recorded {
+	t.Helper()
+	timer := time.NewTimer(testTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case f := <-fb.frames:
+			switch f.h.Opcode {
+			case wire.OpHello, wire.OpAuth, wire.OpPing, wire.OpPong, wire.OpTopology:
 				continue
 			}
 			return f

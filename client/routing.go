@@ -190,6 +190,14 @@ func (c *Client) fetchRoute(ctx context.Context, eng *engine, key routeKey) erro
 	}
 	switch body := r.body.(type) {
 	case wire.TopologyOk:
+		if body.Generation == 0 && len(body.Queues) == 0 && len(body.Streams) == 0 {
+			// A standalone broker lists nothing (PROTOCOL 5.20): ask the
+			// queue itself. A DECLARE_QUEUE naming no setting changes
+			// nothing and answers the queue's partition count (an
+			// undeclared queue is created with one partition, as a publish
+			// to it would create it).
+			return c.fetchCountByDeclare(ctx, eng, key)
+		}
 		_, applied := c.routes.applySnapshot(wire.TopologySnapshot(body), now)
 		if _, ok := c.routes.lookup(key, now); ok {
 			return nil
@@ -272,4 +280,26 @@ func endpointAddrs(endpoints []wire.Endpoint) []string {
 		addrs = append(addrs, net.JoinHostPort(host, strconv.Itoa(int(ep.Port))))
 	}
 	return addrs
+}
+
+// fetchCountByDeclare learns a queue's partition count from a bare
+// DECLARE_QUEUE (standalone brokers have no topology to list).
+func (c *Client) fetchCountByDeclare(ctx context.Context, eng *engine, key routeKey) error {
+	req := wire.DeclareQueue{Topic: key.topic}
+	if key.group != "" {
+		req.Group = wire.Some(key.group)
+	}
+	r, err := eng.request(ctx, wire.OpDeclareQueue, req)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	switch body := r.body.(type) {
+	case wire.DeclareQueueOk:
+		c.routes.setPartitionCount(key, body.PartitionCount, now)
+		return nil
+	case wire.ErrorBody:
+		return brokerError(r.op, body)
+	}
+	return fmt.Errorf("%w: %s in reply to DECLARE_QUEUE", ErrProtocol, r.op)
 }
