@@ -143,11 +143,15 @@ func (s *Session) handleRequest(now int64, hdr wire.Header, payload []byte) bool
 	id := hdr.RequestID
 	switch hdr.Opcode {
 	case wire.OpPublish:
-		var m wire.Publish
-		if m, err = wire.DecodePublish(payload); err == nil {
+		// Decoded into the session's own struct, so a producer's topic
+		// string is kept across frames rather than allocated per publish.
+		m := &s.publishIn
+		if err = wire.DecodePublishInto(payload, m); err == nil {
 			s.handlePublish(now, id, publishArgs{topic: m.Topic, group: m.Group, partition: m.Partition, confirm: m.RequireConfirm,
 				contentType: m.ContentType, headers: m.Headers, publishedMs: m.PublishedMs, payload: m.Payload, ttl: m.TTLMs})
 		}
+		// Keep only the names: the body belongs to the request now.
+		m.Payload, m.Headers, m.PartitionKey, m.ContentType = nil, nil, wire.Optional[[]byte]{}, wire.ContentType{}
 	case wire.OpPublishDelayed:
 		var m wire.PublishDelayed
 		if m, err = wire.DecodePublishDelayed(payload); err == nil {

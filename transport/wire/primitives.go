@@ -279,6 +279,25 @@ func (d *decoder) str(field string) string {
 	return string(s)
 }
 
+// strReuse is str, but returns prev itself when the field holds exactly
+// prev's bytes: no allocation for a string that repeats frame after frame.
+// The bytes are checked as str checks them either way.
+func (d *decoder) strReuse(field string, prev string) string {
+	start := d.off
+	s := d.rawBytes(field)
+	if d.err != nil {
+		return ""
+	}
+	if !utf8.Valid(s) {
+		d.fail(field, start, ErrInvalidUTF8)
+		return ""
+	}
+	if len(s) > 0 && string(s) == prev {
+		return prev
+	}
+	return string(s)
+}
+
 func (d *decoder) uuid(field string) UUID {
 	var u UUID
 	copy(u[:], d.take(field, 16))
