@@ -57,6 +57,21 @@ func queueOf(topic string, group wire.Optional[string], partition uint32) (core.
 	return q, nil
 }
 
+// queueOf is the package queueOf, remembering the last names it accepted.
+func (s *Session) queueOf(topic string, group wire.Optional[string], partition uint32) (core.QueueID, error) {
+	if s.validNames.Topic != "" && topic == s.validNames.Topic && group.Present == (s.validNames.Group != "") &&
+		(!group.Present || core.NormalizeGroup(group.Value) == s.validNames.Group) {
+		q := core.QueueID{Topic: topic, Group: s.validNames.Group, Partition: partition}
+		sessionAssert(q.Topic != "", "an empty topic was remembered as valid")
+		return q, nil
+	}
+	q, err := queueOf(topic, group, partition)
+	if err == nil {
+		s.validNames = core.QueueID{Topic: q.Topic, Group: q.Group}
+	}
+	return q, err
+}
+
 // groupOpt is the wire form of a normalised group: the default namespace
 // is sent as an absent group, as Fibril does.
 func groupOpt(group string) wire.Optional[string] {
@@ -70,7 +85,7 @@ func groupOpt(group string) wire.Optional[string] {
 // order (names, content type then reserved headers, bounds), answered at
 // once; then the publish goes to its partition, behind its Open if needed.
 func (s *Session) handlePublish(now int64, requestID uint64, a publishArgs) {
-	q, err := queueOf(a.topic, a.group, a.partition)
+	q, err := s.queueOf(a.topic, a.group, a.partition)
 	if err != nil {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: err.Error()})
 		return
@@ -230,7 +245,7 @@ func (s *Session) handleNack(requestID uint64, m *wire.Nack) {
 // (idempotent, PROTOCOL 5.9), never answered with an ERROR the client
 // does not wait for.
 func (s *Session) settleTarget(topic string, group wire.Optional[string], partition uint32) *sessionSub {
-	q, err := queueOf(topic, group, partition)
+	q, err := s.queueOf(topic, group, partition)
 	if err != nil {
 		return nil
 	}
