@@ -65,7 +65,15 @@ type Host struct {
 	// Inputs the Host feeds its partition, reused: the core keeps none.
 	inTick      core.Tick
 	inPersisted core.Persisted
+	// responses is the unused tail of a block of Responses: a Persisted
+	// answers many publishes, and one allocation per responsesBlockLen
+	// answers replaces one per answer. A handed-out Response is never
+	// written again (its receiver owns it), so sharing a block is safe.
+	responses []Response
 }
+
+// responsesBlockLen is how many Responses one allocation holds.
+const responsesBlockLen = 64
 
 // hostRefKind says who waits for a reply.
 type hostRefKind uint8
@@ -228,7 +236,7 @@ func (h *Host) routeReply(r *core.Reply) {
 	delete(h.refs, r.Ref)
 	switch ref.kind {
 	case refSession:
-		h.send(ref.to, &Response{Token: ref.token, Reply: *r})
+		h.send(ref.to, h.newResponse(ref.token, r))
 	case refDeadLetter:
 		assertHold(ref.source != h.queue, "a queue never stores its own dead letters")
 		if r.Kind == core.ReplyPublished {
@@ -238,6 +246,18 @@ func (h *Host) routeReply(r *core.Reply) {
 			h.send(PartitionAddr(ref.source), &DeadLetterFailed{Offset: ref.offset, Err: r.Err})
 		}
 	}
+}
+
+// newResponse hands out the next Response of the current block.
+func (h *Host) newResponse(token uint64, r *core.Reply) *Response {
+	if len(h.responses) == 0 {
+		h.responses = make([]Response, responsesBlockLen)
+	}
+	resp := &h.responses[0]
+	h.responses = h.responses[1:]
+	assertHold(resp.Token == 0, "a Response of the block was handed out twice")
+	resp.Token, resp.Reply = token, *r
+	return resp
 }
 
 // routeDelivery adds d to its subscription's envelope of this step.
