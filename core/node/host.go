@@ -83,11 +83,19 @@ const (
 	refDeadLetter hostRefKind = 2 // a StoreDeadLetter this Host publishes
 )
 
+// It is kept small (32 bytes, not 120): a busy partition holds one per
+// unconfirmed publish, and a wide map entry made every publish's two map
+// accesses miss the cache.
 type hostRef struct {
-	kind  hostRefKind
-	to    Address // refSession
-	token uint64
-	// refDeadLetter: the copy's source partition and offset.
+	kind    hostRefKind
+	session SessionID // refSession: the session that asked
+	token   uint64    // refSession: its token
+	// refDeadLetter: the copy's source partition and offset (rare).
+	deadLetter *deadLetterRef
+}
+
+// deadLetterRef is where a dead-letter copy stored here came from.
+type deadLetterRef struct {
 	source core.QueueID
 	offset uint64
 }
@@ -236,14 +244,15 @@ func (h *Host) routeReply(r *core.Reply) {
 	delete(h.refs, r.Ref)
 	switch ref.kind {
 	case refSession:
-		h.send(ref.to, h.newResponse(ref.token, r))
+		h.send(SessionAddr(ref.session), h.newResponse(ref.token, r))
 	case refDeadLetter:
-		assertHold(ref.source != h.queue, "a queue never stores its own dead letters")
+		dl := ref.deadLetter
+		assertHold(dl.source != h.queue, "a queue never stores its own dead letters")
 		if r.Kind == core.ReplyPublished {
-			h.send(PartitionAddr(ref.source), &DeadLetterStored{Offset: ref.offset})
+			h.send(PartitionAddr(dl.source), &DeadLetterStored{Offset: dl.offset})
 		} else {
 			assertHold(r.Kind == core.ReplyError, "a publish answers with a confirm or an error")
-			h.send(PartitionAddr(ref.source), &DeadLetterFailed{Offset: ref.offset, Err: r.Err})
+			h.send(PartitionAddr(dl.source), &DeadLetterFailed{Offset: dl.offset, Err: r.Err})
 		}
 	}
 }
@@ -293,6 +302,7 @@ type deliveriesWithOne struct {
 // session's tokens never reach the core and two sessions' tokens never clash.
 func (h *Host) newRef(ref hostRef) uint64 {
 	assertHold(ref.kind == refSession || ref.kind == refDeadLetter, "a reference says who waits")
+	assertHold((ref.kind == refDeadLetter) == (ref.deadLetter != nil), "a dead-letter reference, and only one, names its source")
 	h.nextRef++
 	h.refs[h.nextRef] = ref
 	return h.nextRef
@@ -333,7 +343,10 @@ func (h *Host) onRequest(from Address, req *Request) {
 	var ref uint64
 	deferred := false
 	if req.Token != 0 {
-		ref = h.newRef(hostRef{kind: refSession, to: from, token: req.Token})
+		// A session's address is its id alone, so the id is all the
+		// reference keeps.
+		assertHold(from == SessionAddr(from.Session), "a session address carries only its id")
+		ref = h.newRef(hostRef{kind: refSession, session: from.Session, token: req.Token})
 	}
 	switch in := req.Input.(type) {
 	case *core.Publish:
