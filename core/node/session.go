@@ -133,6 +133,7 @@ type Session struct {
 	// publishIn is the PUBLISH decode target, reused: between steps it
 	// holds only the last topic and group strings (wire.DecodePublishInto).
 	publishIn wire.Publish
+	ackIn     wire.Ack
 }
 
 // subKey names a queue subscription: (topic, partition, normalised group).

@@ -165,10 +165,11 @@ func (s *Session) handleRequest(now int64, hdr wire.Header, payload []byte) bool
 			s.handleSubscribe(id, &m)
 		}
 	case wire.OpAck:
-		var m wire.Ack
-		if m, err = wire.DecodeAck(payload); err == nil {
-			s.handleAck(&m)
+		m := &s.ackIn // reused, as publishIn
+		if err = wire.DecodeAckInto(payload, m); err == nil {
+			s.handleAck(m)
 		}
+		m.Tags = nil // the request owns them now
 	case wire.OpNack:
 		var m wire.Nack
 		if m, err = wire.DecodeNack(payload); err == nil {

@@ -221,7 +221,16 @@ func (s *Session) handleAck(m *wire.Ack) {
 	// The partition ignores unknown, settled and foreign tags itself (and
 	// bounds the batch): the session only routes.
 	sessionAssert(s.subsByID[sub.id] == sub, "an ack routed to a dropped subscription")
-	s.toPartition(sub.key, queuedRequest{input: &core.Ack{SubID: sub.id, Tags: m.Tags}})
+	// The envelope message and its input in one allocation (hot path).
+	ar := &ackRequest{in: core.Ack{SubID: sub.id, Tags: m.Tags}}
+	ar.req.Input = &ar.in
+	s.toPartition(sub.key, queuedRequest{input: &ar.in, req: &ar.req})
+}
+
+// ackRequest is an ACK's envelope message and input, in one allocation.
+type ackRequest struct {
+	req Request
+	in  core.Ack
 }
 
 // handleNack: not_before without requeue is refused before the lookup,

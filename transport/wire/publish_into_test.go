@@ -68,3 +68,26 @@ func TestDecodePublishIntoChecksUTF8(t *testing.T) {
 		t.Fatalf("an invalid topic decoded: %v", err)
 	}
 }
+
+// DecodeAckInto decodes as DecodeAck and keeps a repeated topic string.
+func TestDecodeAckIntoReusesNames(t *testing.T) {
+	var m Ack
+	if err := DecodeAckInto(Ack{Topic: "orders", Tags: []uint64{1, 2}}.AppendTo(nil), &m); err != nil {
+		t.Fatal(err)
+	}
+	topic := unsafe.StringData(m.Topic)
+	frame := Ack{Topic: "orders", Group: Some("eu"), Partition: 3, Tags: []uint64{7}}.AppendTo(nil)
+	if err := DecodeAckInto(frame, &m); err != nil {
+		t.Fatal(err)
+	}
+	want, err := DecodeAck(frame)
+	if err != nil || !reflect.DeepEqual(m, want) {
+		t.Fatalf("DecodeAckInto = %+v, DecodeAck = %+v (%v)", m, want, err)
+	}
+	if unsafe.StringData(m.Topic) != topic {
+		t.Fatal("a repeated topic was allocated again")
+	}
+	if err := DecodeAckInto(frame[:len(frame)-1], &m); err == nil || !reflect.DeepEqual(m, Ack{}) {
+		t.Fatalf("a truncated ACK decoded or left %+v behind (%v)", m, err)
+	}
+}
