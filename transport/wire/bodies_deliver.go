@@ -102,7 +102,7 @@ func DecodeAckInto(b []byte, m *Ack) error {
 		}
 	}
 	m.Partition = d.u32("partition")
-	m.Tags = decodeList(&d, "tags", 8, (*decoder).u64)
+	m.Tags = d.u64List("tags") // not decodeList: the decoder stays on the stack
 	if err := d.finish(); err != nil {
 		*m = Ack{}
 		return err

@@ -73,11 +73,19 @@ func DecodePublishInto(b []byte, m *Publish) error {
 	m.ContentType = d.contentType("content_type")
 	m.Headers = d.headers("headers")
 	m.PublishedMs = d.u64("published")
-	m.PartitionKey = decodeOpt(&d, "partition_key", (*decoder).bytes)
+	// The optionals are read inline, not through decodeOpt: its function
+	// value would move the decoder to the heap (an allocation per publish).
+	if d.optTag("partition_key") {
+		if v := d.bytes("partition_key"); d.err == nil {
+			m.PartitionKey = Some(v)
+		}
+	}
 	m.PartitioningVersion = d.u64("partitioning_version")
 	m.Payload = d.bytes("payload")
-	if !d.atEnd() {
-		m.TTLMs = decodeOpt(&d, "ttl_ms", (*decoder).u64)
+	if !d.atEnd() && d.optTag("ttl_ms") {
+		if v := d.u64("ttl_ms"); d.err == nil {
+			m.TTLMs = Some(v)
+		}
 	}
 	if err := d.finish(); err != nil {
 		*m = Publish{}

@@ -350,6 +350,24 @@ func decodeList[T any](d *decoder, field string, elementBytesMin int, read func(
 	return items
 }
 
+// u64List is decodeList of u64 written out (no function value: the
+// decoder stays on the stack).
+func (d *decoder) u64List(field string) []uint64 {
+	n := d.count(field, 8)
+	if n == 0 {
+		return nil
+	}
+	items := make([]uint64, 0, n)
+	for range n {
+		item := d.u64(field)
+		if d.err != nil {
+			return nil
+		}
+		items = append(items, item)
+	}
+	return items
+}
+
 func (d *decoder) keyValue(field string) KeyValue {
 	key := d.str(field)
 	value := d.str(field)
