@@ -59,6 +59,12 @@ type actor struct {
 	fired atomic.Bool
 	// conn is the connection last bound to this session (backpressure).
 	conn atomic.Pointer[conn]
+	// host is the partition runner this machine last sent to, claimer
+	// only: a session sends request after request to one partition, and
+	// the lookup under the shared read lock was a measurable share of each.
+	// Runners are never removed while the broker runs (a halted one refuses
+	// pushes, and the envelope bounces as it would from the map).
+	host *hostRunner
 }
 
 func newActor(addr node.Address, m machine, sess *node.Session) *actor {
@@ -287,9 +293,13 @@ func (b *Broker) applyActorReady(a *actor, rd *node.Ready, w *worklist) {
 		b.nodeLog.submit(rd.Persist)
 	}
 	assertTrue(len(rd.PersistEntries) == 0, "only Hosts persist partition entries")
-	b.applySends(rd.Sends, rd.Close, w)
+	b.applySends(a, rd.Sends, rd.Close, w)
 	for _, env := range rd.Out {
 		assertTrue(env.From == a.addr, "a machine sends only as itself")
+		if env.To.Kind == node.AddrPartition {
+			b.routeToPartition(a, env)
+			continue
+		}
 		b.route(env, w)
 	}
 	for _, req := range rd.Load {
@@ -372,19 +382,7 @@ func (b *Broker) route(env node.Envelope, w *worklist) {
 		}
 		b.pushOrBounce(a, env, w)
 	case node.AddrPartition:
-		h := b.host(env.To.Queue)
-		if h == nil {
-			b.bounce(env)
-			return
-		}
-		depth, ok := h.pushDepth(mail{env: env})
-		if !ok {
-			b.bounce(env)
-			return
-		}
-		if env.From.Kind == node.AddrSession && depth >= b.cfg.RunnerInboxMax {
-			b.pressSender(env.From, h)
-		}
+		b.pushToPartition(b.host(env.To.Queue), env)
 	default:
 		panic(fmt.Sprintf("broker: envelope to an unknown address %v", env.To))
 	}
@@ -412,6 +410,36 @@ func (b *Broker) routeToSession(envs []node.Envelope, w *worklist) {
 	}
 	if claimed {
 		w.add(a)
+	}
+}
+
+// routeToPartition is route for an envelope from actor a to a partition,
+// through a's cached runner when it is the one addressed.
+func (b *Broker) routeToPartition(a *actor, env node.Envelope) {
+	b.metrics.countEnvelope(&env)
+	h := a.host
+	if h == nil || h.id != env.To.Queue {
+		h = b.host(env.To.Queue)
+		a.host = h
+	}
+	assertTrue(h == nil || h.id == env.To.Queue, "the runner found serves the queue addressed")
+	b.pushToPartition(h, env)
+}
+
+// pushToPartition pushes env into h's inbox, or bounces it (no such
+// partition, or its runner halted).
+func (b *Broker) pushToPartition(h *hostRunner, env node.Envelope) {
+	if h == nil {
+		b.bounce(env)
+		return
+	}
+	depth, ok := h.pushDepth(mail{env: env})
+	if !ok {
+		b.bounce(env)
+		return
+	}
+	if env.From.Kind == node.AddrSession && depth >= b.cfg.RunnerInboxMax {
+		b.pressSender(env.From, h)
 	}
 }
 
