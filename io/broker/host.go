@@ -28,7 +28,10 @@ import (
 //     envelope (Deliveries, DeadLetterOut); a failed read stops the broker
 //     cleanly: the envelope is not sent, the runner halts, nothing waits;
 //   - after a storage failure the runner halts: later envelopes to it
-//     bounce to their senders, and readers waiting on it are released.
+//     bounce to their senders, and readers waiting on it are released;
+//   - a Ready's envelopes to one session are pushed together, in the
+//     order the Host sent them (FIFO per pair; receivers are not ordered
+//     among themselves).
 type hostRunner struct {
 	b         *Broker
 	id        core.QueueID
