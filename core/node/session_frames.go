@@ -147,7 +147,7 @@ func (s *Session) handleRequest(now int64, hdr wire.Header, payload []byte) bool
 		// string is kept across frames rather than allocated per publish.
 		m := &s.publishIn
 		if err = wire.DecodePublishInto(payload, m); err == nil {
-			s.handlePublish(now, id, publishArgs{topic: m.Topic, group: m.Group, partition: m.Partition, confirm: m.RequireConfirm,
+			s.handlePublish(now, id, &publishArgs{topic: m.Topic, group: m.Group, partition: m.Partition, confirm: m.RequireConfirm,
 				contentType: m.ContentType, headers: m.Headers, publishedMs: m.PublishedMs, payload: m.Payload, ttl: m.TTLMs})
 		}
 		// Keep only the names: the body belongs to the request now.
@@ -155,7 +155,7 @@ func (s *Session) handleRequest(now int64, hdr wire.Header, payload []byte) bool
 	case wire.OpPublishDelayed:
 		var m wire.PublishDelayed
 		if m, err = wire.DecodePublishDelayed(payload); err == nil {
-			s.handlePublish(now, id, publishArgs{topic: m.Topic, group: m.Group, partition: m.Partition, confirm: m.RequireConfirm,
+			s.handlePublish(now, id, &publishArgs{topic: m.Topic, group: m.Group, partition: m.Partition, confirm: m.RequireConfirm,
 				contentType: m.ContentType, headers: m.Headers, publishedMs: m.PublishedMs, payload: m.Payload,
 				notBeforeMs: m.NotBeforeMs, delayed: true})
 		}

@@ -84,7 +84,8 @@ func groupOpt(group string) wire.Optional[string] {
 // handlePublish: the checks of PROTOCOL 5.3 that need no partition, in its
 // order (names, content type then reserved headers, bounds), answered at
 // once; then the publish goes to its partition, behind its Open if needed.
-func (s *Session) handlePublish(now int64, requestID uint64, a publishArgs) {
+// a comes by pointer: it is ~170 bytes, and the copy showed in profiles.
+func (s *Session) handlePublish(now int64, requestID uint64, a *publishArgs) {
 	q, err := s.queueOf(a.topic, a.group, a.partition)
 	if err != nil {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: err.Error()})
