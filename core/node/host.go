@@ -68,7 +68,15 @@ type Host struct {
 	// Inputs the Host feeds its partition, reused: the core keeps none.
 	inTick      core.Tick
 	inPersisted core.Persisted
+	// responses is the unused tail of a block of Responses: a Persisted
+	// answers many publishes, and one allocation per responsesBlockLen
+	// answers replaces one per answer. A handed-out Response is never
+	// written again (its receiver owns it), so sharing a block is safe.
+	responses []Response
 }
+
+// responsesBlockLen is how many Responses one allocation holds.
+const responsesBlockLen = 64
 
 // hostRefKind says who waits for a reply.
 type hostRefKind uint8
@@ -78,11 +86,19 @@ const (
 	refDeadLetter hostRefKind = 2 // a StoreDeadLetter this Host publishes
 )
 
+// It is kept small (32 bytes, not 120): a busy partition holds one per
+// unconfirmed publish, and a wide map entry made every publish's two map
+// accesses miss the cache.
 type hostRef struct {
-	kind  hostRefKind
-	to    Address // refSession
-	token uint64
-	// refDeadLetter: the copy's source partition and offset.
+	kind    hostRefKind
+	session SessionID // refSession: the session that asked
+	token   uint64    // refSession: its token
+	// refDeadLetter: the copy's source partition and offset (rare).
+	deadLetter *deadLetterRef
+}
+
+// deadLetterRef is where a dead-letter copy stored here came from.
+type deadLetterRef struct {
 	source core.QueueID
 	offset uint64
 }
@@ -242,16 +258,29 @@ func (h *Host) routeReply(r *core.Reply) {
 	delete(h.refs, r.Ref)
 	switch ref.kind {
 	case refSession:
-		h.send(ref.to, &Response{Token: ref.token, Reply: *r})
+		h.send(SessionAddr(ref.session), h.newResponse(ref.token, r))
 	case refDeadLetter:
-		assertHold(ref.source != h.queue, "a queue never stores its own dead letters")
+		dl := ref.deadLetter
+		assertHold(dl.source != h.queue, "a queue never stores its own dead letters")
 		if r.Kind == core.ReplyPublished {
-			h.send(PartitionAddr(ref.source), &DeadLetterStored{Offset: ref.offset})
+			h.send(PartitionAddr(dl.source), &DeadLetterStored{Offset: dl.offset})
 		} else {
 			assertHold(r.Kind == core.ReplyError, "a publish answers with a confirm or an error")
-			h.send(PartitionAddr(ref.source), &DeadLetterFailed{Offset: ref.offset, Err: r.Err})
+			h.send(PartitionAddr(dl.source), &DeadLetterFailed{Offset: dl.offset, Err: r.Err})
 		}
 	}
+}
+
+// newResponse hands out the next Response of the current block.
+func (h *Host) newResponse(token uint64, r *core.Reply) *Response {
+	if len(h.responses) == 0 {
+		h.responses = make([]Response, responsesBlockLen)
+	}
+	resp := &h.responses[0]
+	h.responses = h.responses[1:]
+	assertHold(resp.Token == 0, "a Response of the block was handed out twice")
+	resp.Token, resp.Reply = token, *r
+	return resp
 }
 
 // routeDelivery adds d to its subscription's envelope of this step.
@@ -287,6 +316,7 @@ type deliveriesWithOne struct {
 // session's tokens never reach the core and two sessions' tokens never clash.
 func (h *Host) newRef(ref hostRef) uint64 {
 	assertHold(ref.kind == refSession || ref.kind == refDeadLetter, "a reference says who waits")
+	assertHold((ref.kind == refDeadLetter) == (ref.deadLetter != nil), "a dead-letter reference, and only one, names its source")
 	h.nextRef++
 	h.refs[h.nextRef] = ref
 	return h.nextRef
@@ -327,7 +357,10 @@ func (h *Host) onRequest(from Address, req *Request) {
 	var ref uint64
 	deferred := false
 	if req.Token != 0 {
-		ref = h.newRef(hostRef{kind: refSession, to: from, token: req.Token})
+		// A session's address is its id alone, so the id is all the
+		// reference keeps.
+		assertHold(from == SessionAddr(from.Session), "a session address carries only its id")
+		ref = h.newRef(hostRef{kind: refSession, session: from.Session, token: req.Token})
 	}
 	switch in := req.Input.(type) {
 	case *core.Publish:

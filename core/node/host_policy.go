@@ -164,7 +164,7 @@ func (h *Host) onStoreDeadLetter(msg *StoreDeadLetter) {
 	// a copy sent twice never changes the first one's stamp.
 	assertHold(msg.Source != h.queue, "a queue never stores its own dead letters")
 	body := *msg.Body
-	ref := h.newRef(hostRef{kind: refDeadLetter, source: msg.Source, offset: msg.Offset})
+	ref := h.newRef(hostRef{kind: refDeadLetter, deadLetter: &deadLetterRef{source: msg.Source, offset: msg.Offset}})
 	h.stepCore(&core.Publish{NowMs: h.nowMs, Ref: ref, Confirm: true, Body: &body, System: true})
 }
 

@@ -144,6 +144,15 @@ type Session struct {
 	deliverM  wire.Deliver
 	publishOk wire.PublishOk
 	headers   wire.Headers
+	// validNames is the last (topic, group) queueOf accepted: a stream of
+	// publishes and acks to one queue checks its names once, not per frame
+	// (a third of a publish's name work, measured). Equal strings pass or
+	// fail alike, so it decides nothing.
+	validNames core.QueueID
+	// publishIn is the PUBLISH decode target, reused: between steps it
+	// holds only the last topic and group strings (wire.DecodePublishInto).
+	publishIn wire.Publish
+	ackIn     wire.Ack
 }
 
 // subKey names a queue subscription: (topic, partition, normalised group).

@@ -143,15 +143,19 @@ func (s *Session) handleRequest(now int64, hdr wire.Header, payload []byte) bool
 	id := hdr.RequestID
 	switch hdr.Opcode {
 	case wire.OpPublish:
-		var m wire.Publish
-		if m, err = wire.DecodePublish(payload); err == nil {
-			s.handlePublish(now, id, publishArgs{topic: m.Topic, group: m.Group, partition: m.Partition, confirm: m.RequireConfirm,
+		// Decoded into the session's own struct, so a producer's topic
+		// string is kept across frames rather than allocated per publish.
+		m := &s.publishIn
+		if err = wire.DecodePublishInto(payload, m); err == nil {
+			s.handlePublish(now, id, &publishArgs{topic: m.Topic, group: m.Group, partition: m.Partition, confirm: m.RequireConfirm,
 				contentType: m.ContentType, headers: m.Headers, publishedMs: m.PublishedMs, payload: m.Payload, ttl: m.TTLMs})
 		}
+		// Keep only the names: the body belongs to the request now.
+		m.Payload, m.Headers, m.PartitionKey, m.ContentType = nil, nil, wire.Optional[[]byte]{}, wire.ContentType{}
 	case wire.OpPublishDelayed:
 		var m wire.PublishDelayed
 		if m, err = wire.DecodePublishDelayed(payload); err == nil {
-			s.handlePublish(now, id, publishArgs{topic: m.Topic, group: m.Group, partition: m.Partition, confirm: m.RequireConfirm,
+			s.handlePublish(now, id, &publishArgs{topic: m.Topic, group: m.Group, partition: m.Partition, confirm: m.RequireConfirm,
 				contentType: m.ContentType, headers: m.Headers, publishedMs: m.PublishedMs, payload: m.Payload,
 				notBeforeMs: m.NotBeforeMs, delayed: true})
 		}
@@ -161,10 +165,11 @@ func (s *Session) handleRequest(now int64, hdr wire.Header, payload []byte) bool
 			s.handleSubscribe(id, &m)
 		}
 	case wire.OpAck:
-		var m wire.Ack
-		if m, err = wire.DecodeAck(payload); err == nil {
-			s.handleAck(&m)
+		m := &s.ackIn // reused, as publishIn
+		if err = wire.DecodeAckInto(payload, m); err == nil {
+			s.handleAck(m)
 		}
+		m.Tags = nil // the request owns them now
 	case wire.OpNack:
 		var m wire.Nack
 		if m, err = wire.DecodeNack(payload); err == nil {

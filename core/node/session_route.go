@@ -125,9 +125,12 @@ func (r *queuedRequest) request() *Request {
 // request is refused as retryable rather than queued without limit.
 func (s *Session) toPartition(q core.QueueID, r queuedRequest) {
 	sessionAssert(!s.ended, "an ended session sends only Unsubscribe, directly")
-	sessionAssert(core.ValidateName(q.Topic) == nil, "an invalid name reached the partition path")
 	o := s.opens[q]
 	if o == nil {
+		// Checked where a queue enters opens: every later request to it
+		// names a key that passed here (a check per request cost as much
+		// as the rest of the routing).
+		sessionAssert(core.ValidateName(q.Topic) == nil, "an invalid name reached the partition path")
 		if len(s.opens) >= opensMax {
 			s.forgetIdleOpens()
 		}

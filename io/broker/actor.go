@@ -41,8 +41,8 @@ type actor struct {
 	sess *node.Session // nil for the Node
 
 	mu      sync.Mutex
-	queue   []node.Input
-	spare   []node.Input
+	queue   []mail
+	spare   []mail
 	running bool
 	gone    bool
 	// room is closed when a reader waited for the mailbox to drain.
@@ -50,6 +50,8 @@ type actor struct {
 	roomWanted bool
 
 	// Claimer only.
+	// deliver is the Deliver input an envelope is stepped in (mail.go).
+	deliver  node.Deliver
 	timer    *time.Timer
 	wakeAtMs int64
 	// fired says the timer went off since it was armed at wakeAtMs, so the
@@ -57,6 +59,12 @@ type actor struct {
 	fired atomic.Bool
 	// conn is the connection last bound to this session (backpressure).
 	conn atomic.Pointer[conn]
+	// host is the partition runner this machine last sent to, claimer
+	// only: a session sends request after request to one partition, and
+	// the lookup under the shared read lock was a measurable share of each.
+	// Runners are never removed while the broker runs (a halted one refuses
+	// pushes, and the envelope bounces as it would from the map).
+	host *hostRunner
 }
 
 func newActor(addr node.Address, m machine, sess *node.Session) *actor {
@@ -66,21 +74,46 @@ func newActor(addr node.Address, m machine, sess *node.Session) *actor {
 // push appends in; claimed says the caller must now drain the actor; ok is
 // false when the actor is gone (the input was not taken).
 func (a *actor) push(in node.Input) (claimed, ok bool) {
+	assertTrue(in != nil, "a nil input pushed")
+	return a.pushMail(mail{in: in})
+}
+
+// pushEnv appends an envelope, stepped as a Deliver.
+func (a *actor) pushEnv(env node.Envelope) (claimed, ok bool) {
+	return a.pushMail(mail{env: env})
+}
+
+// pushEnvs appends envelopes of one sender in their order, under one lock.
+func (a *actor) pushEnvs(envs []node.Envelope) (claimed, ok bool) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.gone {
+		a.mu.Unlock()
 		return false, false
 	}
-	a.queue = append(a.queue, in)
-	if a.running {
-		return false, true
+	for i := range envs {
+		a.queue = append(a.queue, mail{env: envs[i]})
 	}
+	claimed = !a.running
 	a.running = true
-	return true, true
+	a.mu.Unlock()
+	return claimed, true
+}
+
+func (a *actor) pushMail(m mail) (claimed, ok bool) {
+	a.mu.Lock()
+	if a.gone {
+		a.mu.Unlock()
+		return false, false
+	}
+	a.queue = append(a.queue, m)
+	claimed = !a.running
+	a.running = true
+	a.mu.Unlock()
+	return claimed, true
 }
 
 // take swaps out the queued inputs, or releases the claim when none are left.
-func (a *actor) take(done []node.Input) []node.Input {
+func (a *actor) take(done []mail) []mail {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	clear(done)
@@ -169,7 +202,7 @@ func (b *Broker) drainAll(w *worklist) {
 // drain steps a's inputs until its mailbox is empty (releasing the claim),
 // or hands the claim to a new goroutine after actorStepsPerClaimMax steps.
 func (b *Broker) drain(a *actor, w *worklist) {
-	var batch []node.Input
+	var batch []mail
 	for steps := 0; ; {
 		batch = a.take(batch)
 		if batch == nil {
@@ -178,8 +211,8 @@ func (b *Broker) drain(a *actor, w *worklist) {
 		// One clock read per batch: the inputs of a batch arrived together,
 		// and a read per step was a measurable share of the broker's CPU.
 		nowMs := b.clock.nowMs()
-		for i, in := range batch {
-			if a.stepOne(b, in, nowMs, w) {
+		for i := range batch {
+			if a.stepOne(b, batch[i].input(&a.deliver), nowMs, w) {
 				b.dropSession(a, batch[i+1:])
 				return
 			}
@@ -207,7 +240,7 @@ func (a *actor) stepOne(b *Broker, in node.Input, nowMs int64, w *worklist) (end
 		b.takeWritten(written)
 	}
 	rd := a.m.Step(in)
-	recycle(in)
+	recycle(in, &a.deliver)
 	b.applyActorReady(a, rd, w)
 	return a.sess != nil && a.sess.Ended()
 }
@@ -215,7 +248,7 @@ func (a *actor) stepOne(b *Broker, in node.Input, nowMs int64, w *worklist) (end
 // dropSession forgets an ended session: later envelopes to it bounce, and
 // the envelopes still queued for it (rest, and anything pushed since) go
 // back to their senders.
-func (b *Broker) dropSession(a *actor, rest []node.Input) {
+func (b *Broker) dropSession(a *actor, rest []mail) {
 	assertTrue(a.sess != nil, "only sessions end")
 	b.sessMu.Lock()
 	delete(b.sessions, a.addr.Session)
@@ -226,7 +259,7 @@ func (b *Broker) dropSession(a *actor, rest []node.Input) {
 		a.roomWanted = false
 		close(a.room)
 	}
-	left := append(append([]node.Input(nil), rest...), a.queue...)
+	left := append(append([]mail(nil), rest...), a.queue...)
 	a.queue = nil
 	a.running = false
 	a.mu.Unlock()
@@ -236,9 +269,9 @@ func (b *Broker) dropSession(a *actor, rest []node.Input) {
 	if c := a.conn.Load(); c != nil && c.boundTo() == a {
 		c.closeAfterFlush() // the session closed it already; never leave it silent
 	}
-	for _, in := range left {
-		if d, ok := in.(*node.Deliver); ok {
-			b.bounce(d.Envelope)
+	for i := range left {
+		if env, ok := left[i].envelope(); ok {
+			b.bounce(env)
 		}
 	}
 }
@@ -260,9 +293,13 @@ func (b *Broker) applyActorReady(a *actor, rd *node.Ready, w *worklist) {
 		b.nodeLog.submit(rd.Persist)
 	}
 	assertTrue(len(rd.PersistEntries) == 0, "only Hosts persist partition entries")
-	b.applySends(rd.Sends, rd.Close, w)
+	b.applySends(a, rd.Sends, rd.Close, w)
 	for _, env := range rd.Out {
 		assertTrue(env.From == a.addr, "a machine sends only as itself")
+		if env.To.Kind == node.AddrPartition {
+			b.routeToPartition(a, env)
+			continue
+		}
 		b.route(env, w)
 	}
 	for _, req := range rd.Load {
@@ -345,26 +382,69 @@ func (b *Broker) route(env node.Envelope, w *worklist) {
 		}
 		b.pushOrBounce(a, env, w)
 	case node.AddrPartition:
-		h := b.host(env.To.Queue)
-		if h == nil {
-			b.bounce(env)
-			return
-		}
-		depth, ok := h.pushDepth(newDeliver(env))
-		if !ok {
-			b.bounce(env)
-			return
-		}
-		if env.From.Kind == node.AddrSession && depth >= b.cfg.RunnerInboxMax {
-			b.pressSender(env.From, h)
-		}
+		b.pushToPartition(b.host(env.To.Queue), env)
 	default:
 		panic(fmt.Sprintf("broker: envelope to an unknown address %v", env.To))
 	}
 }
 
+// routeToSession is route for envelopes of one sender to one session, in
+// order: one lookup and one push for all of them.
+func (b *Broker) routeToSession(envs []node.Envelope, w *worklist) {
+	to := envs[0].To
+	assertTrue(to.Kind == node.AddrSession && to != importAddr, "a group goes to a session")
+	for i := range envs {
+		assertTrue(envs[i].To == to && envs[i].From == envs[0].From, "a group has one sender and one receiver")
+		b.metrics.countEnvelope(&envs[i])
+	}
+	a := b.session(to.Session)
+	claimed, ok := false, false
+	if a != nil {
+		claimed, ok = a.pushEnvs(envs)
+	}
+	if !ok {
+		for i := range envs {
+			b.bounce(envs[i])
+		}
+		return
+	}
+	if claimed {
+		w.add(a)
+	}
+}
+
+// routeToPartition is route for an envelope from actor a to a partition,
+// through a's cached runner when it is the one addressed.
+func (b *Broker) routeToPartition(a *actor, env node.Envelope) {
+	b.metrics.countEnvelope(&env)
+	h := a.host
+	if h == nil || h.id != env.To.Queue {
+		h = b.host(env.To.Queue)
+		a.host = h
+	}
+	assertTrue(h == nil || h.id == env.To.Queue, "the runner found serves the queue addressed")
+	b.pushToPartition(h, env)
+}
+
+// pushToPartition pushes env into h's inbox, or bounces it (no such
+// partition, or its runner halted).
+func (b *Broker) pushToPartition(h *hostRunner, env node.Envelope) {
+	if h == nil {
+		b.bounce(env)
+		return
+	}
+	depth, ok := h.pushDepth(mail{env: env})
+	if !ok {
+		b.bounce(env)
+		return
+	}
+	if env.From.Kind == node.AddrSession && depth >= b.cfg.RunnerInboxMax {
+		b.pressSender(env.From, h)
+	}
+}
+
 func (b *Broker) pushOrBounce(a *actor, env node.Envelope, w *worklist) {
-	claimed, ok := a.push(newDeliver(env))
+	claimed, ok := a.pushEnv(env)
 	if !ok {
 		b.bounce(env)
 		return

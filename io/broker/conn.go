@@ -116,9 +116,17 @@ func (b *Broker) bindConn(bind node.Binding) {
 
 // applySends queues Ready.Sends and then carries out Ready.Close.
 // The writers are woken when w is drained (drainAll).
-func (b *Broker) applySends(sends []node.Send, closes []node.ConnID, w *worklist) {
+// The session's bound connection is taken from the actor rather than
+// looked up under the shared lock: it is the same object, and one that
+// closed refuses the bytes itself (enqueue), as a missing one would.
+func (b *Broker) applySends(a *actor, sends []node.Send, closes []node.ConnID, w *worklist) {
+	bound := a.conn.Load()
 	for i := range sends {
-		if c := b.connByID(sends[i].Conn); c != nil && c.enqueue(sends[i].Bytes) {
+		c := bound
+		if c == nil || c.id != sends[i].Conn {
+			c = b.connByID(sends[i].Conn)
+		}
+		if c != nil && c.enqueue(sends[i].Bytes) {
 			if c.wakeQueued.CompareAndSwap(false, true) {
 				w.wakes = append(w.wakes, c)
 			}

@@ -28,7 +28,10 @@ import (
 //     envelope (Deliveries, DeadLetterOut); a failed read stops the broker
 //     cleanly: the envelope is not sent, the runner halts, nothing waits;
 //   - after a storage failure the runner halts: later envelopes to it
-//     bounce to their senders, and readers waiting on it are released.
+//     bounce to their senders, and readers waiting on it are released;
+//   - a Ready's envelopes to one session are pushed together, in the
+//     order the Host sent them (FIFO per pair; receivers are not ordered
+//     among themselves).
 type hostRunner struct {
 	b         *Broker
 	id        core.QueueID
@@ -39,7 +42,7 @@ type hostRunner struct {
 	payloads  *logstore.PayloadReader
 
 	mu         sync.Mutex
-	queue      []node.Input
+	queue      []mail
 	halted     bool
 	room       chan struct{} // closed when a waited-for inbox drains to half
 	roomWanted bool
@@ -56,7 +59,9 @@ type hostRunner struct {
 	durableIndex     uint64
 	snapshotIndex    uint64 // requested and not yet reported done; 0: none
 	snapshotKeep     uint64
-	work             worklist // reused: sessions this runner's steps claimed
+	work             worklist     // reused: sessions this runner's steps claimed
+	deliver          node.Deliver // the Deliver envelopes are stepped in (pool.go)
+	groups           []sessionGroup
 }
 
 var errBrokerClosing = errors.New("broker is shutting down")
@@ -127,18 +132,19 @@ func (b *Broker) host(q core.QueueID) *hostRunner {
 
 // push queues an input; false when the runner halted (the caller bounces).
 func (r *hostRunner) push(in node.Input) bool {
-	_, ok := r.pushDepth(in)
+	assertTrue(in != nil, "a nil input pushed")
+	_, ok := r.pushDepth(mail{in: in})
 	return ok
 }
 
 // pushDepth is push, also saying how deep the inbox is now (backpressure).
-func (r *hostRunner) pushDepth(in node.Input) (int, bool) {
+func (r *hostRunner) pushDepth(m mail) (int, bool) {
 	r.mu.Lock()
 	if r.halted {
 		r.mu.Unlock()
 		return 0, false
 	}
-	r.queue = append(r.queue, in)
+	r.queue = append(r.queue, m)
 	depth := len(r.queue)
 	r.mu.Unlock()
 	select {
@@ -185,14 +191,14 @@ func (r *hostRunner) onDurable(upTo uint64, stored []logstore.StoredPayload, err
 
 func (r *hostRunner) run() {
 	defer close(r.done)
-	var batch []node.Input
+	var batch []mail
 	for {
 		select {
 		case <-r.notify:
 			batch = r.take(batch)
 			nowMs := r.b.clock.nowMs() // one clock read per batch
-			for _, in := range batch {
-				if !r.step(in, nowMs) {
+			for i := range batch {
+				if !r.step(batch[i].input(&r.deliver), nowMs) {
 					return
 				}
 			}
@@ -210,8 +216,8 @@ func (r *hostRunner) run() {
 				// final flush writes their entries.
 				batch = r.take(batch)
 				nowMs := r.b.clock.nowMs()
-				for _, in := range batch {
-					if !r.step(in, nowMs) {
+				for i := range batch {
+					if !r.step(batch[i].input(&r.deliver), nowMs) {
 						break
 					}
 				}
@@ -234,7 +240,7 @@ func (r *hostRunner) handOff() {
 }
 
 // take swaps out the inbox and lets waiting readers go once it is drained.
-func (r *hostRunner) take(done []node.Input) []node.Input {
+func (r *hostRunner) take(done []mail) []mail {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	clear(done)
@@ -259,7 +265,7 @@ func (r *hostRunner) step(in node.Input, nowMs int64) bool {
 		persisted.ResidentTotalBytes = r.b.metrics.residentPayloadBytes.Load()
 	}
 	rd := r.h.Step(in)
-	recycle(in)
+	recycle(in, &r.deliver)
 	if !r.apply(rd) {
 		r.halt()
 		return false
@@ -282,13 +288,23 @@ func (r *hostRunner) apply(rd *node.Ready) bool {
 		}
 	}
 	w := &r.work
+	ok := true
 	for i := range rd.Out {
 		env := rd.Out[i]
 		assertTrue(env.From == r.addr, "a Host sends only as itself")
 		if !r.resolveBodies(env.Msg) {
-			return false
+			ok = false
+			break
+		}
+		if env.To.Kind == node.AddrSession && env.To != importAddr {
+			r.groupForSession(env)
+			continue
 		}
 		r.b.route(env, w)
+	}
+	r.routeGroups(w)
+	if !ok {
+		return false
 	}
 	if rd.Snapshot != nil {
 		r.requestSnapshot(rd.Snapshot)
@@ -296,6 +312,55 @@ func (r *hostRunner) apply(rd *node.Ready) bool {
 	r.b.metrics.settled(rd.Settled)
 	r.reportResident(rd.ResidentBytes)
 	return true
+}
+
+// sessionGroup is one session's envelopes of a Host Ready, in the order
+// the Host sent them: a Persisted answers many publishes at once, and
+// pushing a session's answers together costs one lookup and one lock
+// instead of one per envelope. Only the order per receiver is kept, which
+// is all the contract promises (FIFO per sender/receiver pair).
+type sessionGroup struct {
+	to   node.Address
+	envs []node.Envelope
+}
+
+// sessionGroupsMax bounds the distinct sessions grouped in one Ready;
+// envelopes to further sessions are routed one by one.
+const sessionGroupsMax = 16
+
+func (r *hostRunner) groupForSession(env node.Envelope) {
+	for i := range r.groups {
+		if r.groups[i].to == env.To {
+			r.groups[i].envs = append(r.groups[i].envs, env)
+			return
+		}
+	}
+	if len(r.groups) == sessionGroupsMax {
+		r.b.route(env, &r.work)
+		return
+	}
+	if len(r.groups) < cap(r.groups) {
+		// Reuse the slot's slice from an earlier step.
+		r.groups = r.groups[:len(r.groups)+1]
+		g := &r.groups[len(r.groups)-1]
+		g.to, g.envs = env.To, append(g.envs[:0], env)
+		return
+	}
+	r.groups = append(r.groups, sessionGroup{to: env.To, envs: []node.Envelope{env}})
+}
+
+// routeGroups pushes each grouped session's envelopes, then forgets them
+// (keeping the slices).
+func (r *hostRunner) routeGroups(w *worklist) {
+	for i := range r.groups {
+		g := &r.groups[i]
+		assertTrue(len(g.envs) > 0, "a session group holds an envelope")
+		r.b.routeToSession(g.envs, w)
+		clear(g.envs)
+		g.envs = g.envs[:0]
+		g.to = node.Address{}
+	}
+	r.groups = r.groups[:0]
 }
 
 // resolveBodies reads stored bodies of msg back, into memory the envelope

@@ -82,14 +82,32 @@ func (m Ack) AppendTo(dst []byte) []byte {
 
 // DecodeAck strictly decodes an ACK payload.
 func DecodeAck(b []byte) (Ack, error) {
+	var m Ack
+	err := DecodeAckInto(b, &m)
+	return m, err
+}
+
+// DecodeAckInto is DecodeAck into *m, keeping *m's previous topic or group
+// string when the bytes repeat (as DecodePublishInto). The tags are a
+// fresh slice; on error *m is zeroed.
+func DecodeAckInto(b []byte, m *Ack) error {
+	prevTopic, prevGroup := m.Topic, m.Group.Value
+	*m = Ack{}
 	d := decoder{b: b, magic: magicAck}
 	d.checkMagic()
-	var m Ack
-	m.Topic = d.str("topic")
-	m.Group = decodeOpt(&d, "group", (*decoder).str)
+	m.Topic = d.strReuse("topic", prevTopic)
+	if d.optTag("group") {
+		if v := d.strReuse("group", prevGroup); d.err == nil {
+			m.Group = Some(v)
+		}
+	}
 	m.Partition = d.u32("partition")
-	m.Tags = decodeList(&d, "tags", 8, (*decoder).u64)
-	return finish(&d, m)
+	m.Tags = d.u64List("tags") // not decodeList: the decoder stays on the stack
+	if err := d.finish(); err != nil {
+		*m = Ack{}
+		return err
+	}
+	return nil
 }
 
 // Nack is NACK (opcode 42, C→B, FNK1): retry, retry-after or fail a batch. No reply.

@@ -47,23 +47,51 @@ func (m Publish) AppendTo(dst []byte) []byte {
 
 // DecodePublish strictly decodes a PUBLISH payload; ttl_ms may be wholly absent.
 func DecodePublish(b []byte) (Publish, error) {
+	var m Publish
+	err := DecodePublishInto(b, &m)
+	return m, err
+}
+
+// DecodePublishInto is DecodePublish into *m, for a caller that decodes a
+// stream of publishes into one struct (the broker's hot path): when the
+// topic or group has the same bytes as the one *m held, that string is
+// kept rather than allocated again. Everything else is decoded afresh
+// (the payload is a copy, as in DecodePublish); on error *m is zeroed.
+func DecodePublishInto(b []byte, m *Publish) error {
+	prevTopic, prevGroup := m.Topic, m.Group.Value
+	*m = Publish{}
 	d := decoder{b: b, magic: magicPublish}
 	d.checkMagic()
-	var m Publish
-	m.Topic = d.str("topic")
-	m.Group = decodeOpt(&d, "group", (*decoder).str)
+	m.Topic = d.strReuse("topic", prevTopic)
+	if d.optTag("group") {
+		if v := d.strReuse("group", prevGroup); d.err == nil {
+			m.Group = Some(v)
+		}
+	}
 	m.Partition = d.u32("partition")
 	m.RequireConfirm = d.boolean("require_confirm")
 	m.ContentType = d.contentType("content_type")
 	m.Headers = d.headers("headers")
 	m.PublishedMs = d.u64("published")
-	m.PartitionKey = decodeOpt(&d, "partition_key", (*decoder).bytes)
+	// The optionals are read inline, not through decodeOpt: its function
+	// value would move the decoder to the heap (an allocation per publish).
+	if d.optTag("partition_key") {
+		if v := d.bytes("partition_key"); d.err == nil {
+			m.PartitionKey = Some(v)
+		}
+	}
 	m.PartitioningVersion = d.u64("partitioning_version")
 	m.Payload = d.bytes("payload")
-	if !d.atEnd() {
-		m.TTLMs = decodeOpt(&d, "ttl_ms", (*decoder).u64)
+	if !d.atEnd() && d.optTag("ttl_ms") {
+		if v := d.u64("ttl_ms"); d.err == nil {
+			m.TTLMs = Some(v)
+		}
 	}
-	return finish(&d, m)
+	if err := d.finish(); err != nil {
+		*m = Publish{}
+		return err
+	}
+	return nil
 }
 
 // PublishDelayed is PUBLISH_DELAYED (opcode 21, C→B, FPD1).

@@ -279,6 +279,25 @@ func (d *decoder) str(field string) string {
 	return string(s)
 }
 
+// strReuse is str, but returns prev itself when the field holds exactly
+// prev's bytes: no allocation for a string that repeats frame after frame.
+// The bytes are checked as str checks them either way.
+func (d *decoder) strReuse(field string, prev string) string {
+	start := d.off
+	s := d.rawBytes(field)
+	if d.err != nil {
+		return ""
+	}
+	if !utf8.Valid(s) {
+		d.fail(field, start, ErrInvalidUTF8)
+		return ""
+	}
+	if len(s) > 0 && string(s) == prev {
+		return prev
+	}
+	return string(s)
+}
+
 func (d *decoder) uuid(field string) UUID {
 	var u UUID
 	copy(u[:], d.take(field, 16))
@@ -323,6 +342,24 @@ func decodeList[T any](d *decoder, field string, elementBytesMin int, read func(
 	items := make([]T, 0, n)
 	for range n {
 		item := read(d, field)
+		if d.err != nil {
+			return nil
+		}
+		items = append(items, item)
+	}
+	return items
+}
+
+// u64List is decodeList of u64 written out (no function value: the
+// decoder stays on the stack).
+func (d *decoder) u64List(field string) []uint64 {
+	n := d.count(field, 8)
+	if n == 0 {
+		return nil
+	}
+	items := make([]uint64, 0, n)
+	for range n {
+		item := d.u64(field)
 		if d.err != nil {
 			return nil
 		}
