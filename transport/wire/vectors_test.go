@@ -18,9 +18,11 @@ import (
 	"testing"
 )
 
-// vectorsPathDefault is relative to this package directory: the repository is
-// /work/main and the shared material /work/shared.
-var vectorsPathDefault = filepath.Join("..", "..", "..", "shared", "fibril-wire", "wire_vectors.json")
+// vectorsPathDefault is a copy, kept in the repository so that a clone tests
+// on its own, of the protocol's golden vectors (fibril-wire/wire_vectors.json
+// of the shared protocol material, byte for byte; FIBRIL_WIRE_VECTORS points
+// at another copy, e.g. a newer one to check against).
+var vectorsPathDefault = filepath.Join("testdata", "wire_vectors.json")
 
 // vectorsEnv overrides the vector file location.
 const vectorsEnv = "FIBRIL_WIRE_VECTORS"
