@@ -82,6 +82,12 @@
 // whether Open trims it too (CorruptionTruncate) or leaves the files
 // untouched and returns a *CorruptionError (CorruptionRefuse), so that the
 // driver can quarantine the partition (SPEC §7) until an operator repairs it.
+// Before any cut is made (or refused), the bytes it was decided on, from
+// the bad record to the end of the log, and the payload a blob record's cut
+// blames, are read again: if the second read differs from the first, the
+// damage may be a read fault (bit rot on the read path) rather than the
+// disk, and Open (OpenRecordLog too) fails with an error wrapping
+// ErrUnstableRead, having changed nothing, for the driver to retry.
 // Before Open returns, every segment and blob file it keeps, and the
 // directory, are fsynced: what it read may have been only in the page
 // cache of a process that crashed (recover.go).

@@ -132,6 +132,9 @@ func (rl *RecordLog) recover(rec *RecordLogRecovered) error {
 		return err
 	}
 	if scan.cut != nil {
+		if err := verifyCutReads(rl.fs, rl.dir, &scan.scanResult, nil); err != nil {
+			return err
+		}
 		if !scan.cut.Torn && rl.opts.OnCorruption == CorruptionRefuse {
 			return &CorruptionError{Dir: rl.dir, Cut: *scan.cut}
 		}

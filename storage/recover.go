@@ -174,6 +174,9 @@ func (l *Log) scanAndCut(rec *Recovered, segments []segmentFile, snapshotIndex u
 	if err != nil || scan.cut == nil {
 		return segments, scan, err
 	}
+	if err := verifyCutReads(l.fs, l.dir, &scan, blobs); err != nil {
+		return nil, scan, err
+	}
 	if !scan.cut.Torn && l.opts.OnCorruption == CorruptionRefuse {
 		return nil, scan, &CorruptionError{Dir: l.dir, Cut: *scan.cut}
 	}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,6 +39,14 @@ import (
 // ErrCorrupt is wrapped by every error that reports a corrupt log or
 // snapshot (see CorruptionError).
 var ErrCorrupt = errors.New("logstore: corrupt")
+
+// ErrUnstableRead is wrapped by the error Open and OpenRecordLog return
+// when, before making a cut, a second read of the bytes from the cut on
+// (or of the payload a blob record's cut blames) does not give back what
+// the first read did: a read fault (bit rot on the read path), not the
+// disk, may have made the bad record. Nothing on disk was changed; the
+// open is worth retrying.
+var ErrUnstableRead = errors.New("logstore: unstable read")
 
 // Cut describes where recovery found the first bad record.
 type Cut struct {
@@ -195,6 +204,19 @@ type scanResult struct {
 	cutDropsFile bool
 	// syncedMark is the highest synced mark of the records that passed.
 	syncedMark uint64
+	// readBack holds the bytes the cut was decided on, from the cut to the
+	// end of the log, so that they can be read again before it is made
+	// (verifyCutReads); cutRef is the blob reference of a cut blamed on
+	// its payload.
+	readBack []readSpan
+	cutRef   *blobRef
+}
+
+// readSpan is what one read of a file gave: data at offsetBytes of name.
+type readSpan struct {
+	name        string
+	offsetBytes int64
+	data        []byte
 }
 
 // scanSegments reads every segment in order and stops at the first bad
@@ -256,6 +278,9 @@ func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex 
 				e.Body.Ref = ref.payloadRef()
 			}
 			if reason != CutNone {
+				if isBlob && (reason == CutBlobMissing || reason == CutBlobShort || reason == CutBlobChecksum) {
+					res.cutRef = &ref
+				}
 				return res, res.cutRecord(fs, dir, segments, k, data, pos, f, next, reason, ref.roundLastIndex, entryRecords)
 			}
 			if next > snapshotIndex {
@@ -288,10 +313,11 @@ func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile,
 	// wherever it is.
 	isTail := k == len(segments)-1
 	looksUnfinished := reason == CutTornFrame || reason == CutShortRecord || reason == CutChecksum
-	later, laterRecords, laterValidIndex, err := laterSegments(fs, dir, segments[k+1:])
+	later, laterRecords, laterValidIndex, laterSpans, err := laterSegments(fs, dir, segments[k+1:])
 	if err != nil {
 		return err
 	}
+	res.readBack = append([]readSpan{{name: segments[k].name, offsetBytes: int64(pos), data: data[pos:]}}, laterSpans...)
 	dropped := countFrames(data[pos:]) + laterRecords
 	torn := isTail && looksUnfinished && (f.reachesEOF || allZero(data[pos:]))
 	if !torn && isTail && (looksUnfinished || reason == CutBadFrame) {
@@ -342,10 +368,11 @@ func (res *scanResult) cutRecord(fs fsys.FS, dir string, segments []segmentFile,
 
 // cutFile records a cut that drops segments[k] and all after it.
 func (res *scanResult) cutFile(fs fsys.FS, dir string, segments []segmentFile, k int, index uint64, reason CutReason) error {
-	dropped, records, _, err := laterSegments(fs, dir, segments[k:])
+	dropped, records, _, spans, err := laterSegments(fs, dir, segments[k:])
 	if err != nil {
 		return err
 	}
+	res.readBack = spans
 	res.cut = &Cut{Index: index, Reason: reason, Segment: segments[k].name, DroppedBytes: dropped, DroppedRecords: records}
 	res.cutSegment = k
 	res.cutDropsFile = true
@@ -354,20 +381,88 @@ func (res *scanResult) cutFile(fs fsys.FS, dir string, segments []segmentFile, k
 
 // laterSegments sums the bytes and complete frames of segments a cut drops.
 // It also returns the highest index (by place) of a record among them that
-// passes its CRC, 0 when none does.
-func laterSegments(fs fsys.FS, dir string, segments []segmentFile) (sizeBytes int64, records int, lastValidIndex uint64, err error) {
+// passes its CRC, 0 when none does, and the bytes it read.
+func laterSegments(fs fsys.FS, dir string, segments []segmentFile) (sizeBytes int64, records int, lastValidIndex uint64, spans []readSpan, err error) {
 	for _, seg := range segments {
 		data, err := readFile(fs, path.Join(dir, seg.name))
 		if err != nil {
-			return 0, 0, 0, err
+			return 0, 0, 0, nil, err
 		}
+		spans = append(spans, readSpan{name: seg.name, data: data})
 		sizeBytes += int64(len(data))
 		records += countFrames(data)
 		if n := lastValidFrame(data); n >= 0 {
 			lastValidIndex = max(lastValidIndex, seg.firstIndex+uint64(n))
 		}
 	}
-	return sizeBytes, records, lastValidIndex, nil
+	return sizeBytes, records, lastValidIndex, spans, nil
+}
+
+// verifyCutReads reads again, with fresh ReadAt calls, every byte the cut
+// in res was decided on (from the cut to the end of the log), and the
+// payload of a blob record the cut blames, before anything acts on it: a
+// read that does not give back the same bytes (or the same verdict on the
+// payload) means the damage may be in the read path, not on the disk, and
+// cutting would durably drop records that may be intact. It then returns
+// an error wrapping ErrUnstableRead, having changed nothing.
+func verifyCutReads(fs fsys.FS, dir string, res *scanResult, blobs *blobReader) error {
+	assertTrue(res.cut != nil, "there is a cut to verify")
+	for _, span := range res.readBack {
+		again, err := readFileFrom(fs, path.Join(dir, span.name), span.offsetBytes)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(again, span.data) {
+			return fmt.Errorf("logstore %s: %s at index %d: a second read of %s from byte %d differs from the first (%d and %d bytes): %w",
+				dir, res.cut.Reason, res.cut.Index, span.name, span.offsetBytes, len(span.data), len(again), ErrUnstableRead)
+		}
+	}
+	if res.cutRef != nil && blobs != nil {
+		blobs.cached = 0 // a fresh read of the blob file
+		reason, err := blobs.check(*res.cutRef, false)
+		if err != nil {
+			return err
+		}
+		if reason != res.cut.Reason {
+			return fmt.Errorf("logstore %s: %s at index %d: a second read of its payload finds %s: %w",
+				dir, res.cut.Reason, res.cut.Index, reason, ErrUnstableRead)
+		}
+	}
+	return nil
+}
+
+// readFileFrom reads a file from offsetBytes to its end.
+func readFileFrom(fs fsys.FS, file string, offsetBytes int64) ([]byte, error) {
+	f, err := fs.OpenRead(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sizeBytes, err := f.SizeBytes()
+	if err != nil {
+		return nil, err
+	}
+	if sizeBytes < offsetBytes {
+		return nil, nil
+	}
+	data := make([]byte, sizeBytes-offsetBytes)
+	for done := 0; done < len(data); {
+		n, err := f.ReadAt(data[done:], offsetBytes+int64(done))
+		done += n
+		if done == len(data) {
+			break
+		}
+		if err == io.EOF {
+			return data[:done], nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, io.ErrNoProgress
+		}
+	}
+	return data, nil
 }
 
 // lastValidFrame is the position (0 first) of the last frame at the front
