@@ -65,8 +65,9 @@ func (n *Node) checkConns() error {
 			return fmt.Errorf("connection %d in phase %d", id, c.phase)
 		case c.phase == connBound && c.session == 0:
 			return fmt.Errorf("connection %d bound to no session", id)
-		// HELLOs are held only while the boot record is not durable (no HELLO_OK
-		// before the owner id is fixed); once durable they must have been released.
+		// HELLOs are held only while the boot record is not durable (a session
+		// then could hand out tags of a boot a crash takes back); once it is
+		// durable, answerHeldHellos must have released them all.
 		case c.phase == connHelloHeld && n.bootDurable():
 			return fmt.Errorf("connection %d holds a HELLO after the boot record is durable", id)
 		}
