@@ -51,6 +51,8 @@ const (
 	// (io/broker's bootTagShift): TagFloor = boot << bootTagShift.
 	bootTagShift = 40
 	// bootMax: the boot counter must leave TagFloor inside 64 bits.
+	// 2^24 boots: a broker restarting every second would take months to run
+	// out, and decodeRecord refuses a counter past it rather than wrap.
 	bootMax = 1<<(64-bootTagShift) - 1
 )
 
