@@ -6,6 +6,16 @@ import (
 	"github.com/fibril-go/fibril/core"
 )
 
+// Addresses and envelopes. Invariants:
+//   - a ConnID or SessionID is never 0 and never reused (ConnID within a
+//     process): 0 means "none" in every field that holds one, and a reused
+//     id would let a stale report or envelope reach a newer connection or
+//     session;
+//   - AddrKind is append-only, like our other uint8 enums (STYLE 5): both
+//     drivers and the simulator's traces use its values;
+//   - machines talk only through Envelopes, delivered FIFO per (From, To)
+//     pair (doc.go), never by calling each other.
+
 // ConnID names one transport connection. The driver mints it, never reuses
 // it within a process, and never uses 0.
 type ConnID uint64
@@ -18,6 +28,8 @@ type SessionID uint64
 type AddrKind uint8
 
 const (
+	// Zero is left unused so that an Address{} (a missing field) is never
+	// mistaken for the Node.
 	AddrNode      AddrKind = 1
 	AddrSession   AddrKind = 2
 	AddrPartition AddrKind = 3
@@ -48,6 +60,8 @@ func (a Address) String() string {
 	case AddrPartition:
 		return "partition/" + a.Queue.String()
 	}
+	// An unknown kind still prints, with its number: String is used in panics
+	// and traces, where hiding the value would hide the bug.
 	return fmt.Sprintf("address(%d)", a.Kind)
 }
 

@@ -7,6 +7,15 @@ import (
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
+// Limits and timings of the three machines. Invariants:
+//   - every queue, map and loop of this package is bounded by a field here
+//     or by a named constant beside its use (STYLE 3): past the bound a
+//     request is refused as retryable, never grown into;
+//   - defaults live only in DefaultConfig; call sites pass a full Config;
+//   - Validate checks relations and changes nothing: a config it accepts
+//     cannot make a machine divide by zero, time out at once or refuse
+//     every frame.
+
 // Config holds every limit and timing of the node, its sessions and its
 // partition hosts. Defaults live only in DefaultConfig; Validate checks
 // relations and changes nothing.

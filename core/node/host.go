@@ -76,6 +76,8 @@ type Host struct {
 }
 
 // responsesBlockLen is how many Responses one allocation holds.
+// 64 amortises the allocation well below the per-publish cost while a
+// partly used block pins little memory.
 const responsesBlockLen = 64
 
 // hostRefKind says who waits for a reply.
@@ -172,6 +174,8 @@ func (h *Host) Step(in Input) *Ready {
 	} else {
 		h.resetReady()
 	}
+	// The clock only moves forward: a driver input stamped earlier (reordered
+	// across queues) must not move a lease deadline back.
 	if now := in.nowMs(); now > h.nowMs {
 		h.nowMs = now
 	}
@@ -187,6 +191,8 @@ func (h *Host) Step(in Input) *Ready {
 	case *Persisted:
 		h.inPersisted = core.Persisted{NowMs: h.nowMs, UpToIndex: in.UpToIndex}
 		h.stepCore(&h.inPersisted)
+		// Spill only after the core saw the entries durable: a payload may be
+		// swapped for its stored ref only once storage really holds it.
 		h.spill(in.Stored, in.ResidentTotalBytes)
 	case *SnapshotDone:
 		h.onSnapshotDone(in)
@@ -204,6 +210,8 @@ func (h *Host) finishStep() {
 	h.maybeSnapshot()
 	h.residentReported = h.p.ResidentPayloadBytes()
 	h.rd.ResidentBytes = h.residentReported
+	// The earlier wake-up wins: waking late would delay a lease expiry or a
+	// dead-letter retry; waking early costs only a no-op Tick.
 	h.rd.WakeMs = h.coreWakeMs
 	if at := h.nextRetryMs(); at != 0 && (h.rd.WakeMs == 0 || at < h.rd.WakeMs) {
 		h.rd.WakeMs = at
@@ -230,6 +238,8 @@ func (h *Host) stepCore(in core.Input) {
 	// mutated).
 	before := h.p.LastIndex()
 	rd := h.step(in)
+	// A gap would leave storage's log with a hole that recovery reads as a
+	// torn tail and truncates, losing every entry after it.
 	assertHold(len(rd.Persist) == 0 || rd.Persist[0].Index == before+1, "entries reach storage contiguously")
 	assertHold(h.p.LastIndex() == before+uint64(len(rd.Persist)), "every entry appended is handed to storage")
 	h.rd.PersistEntries = append(h.rd.PersistEntries, rd.Persist...)
@@ -262,6 +272,8 @@ func (h *Host) routeReply(r *core.Reply) {
 	case refDeadLetter:
 		dl := ref.deadLetter
 		assertHold(dl.source != h.queue, "a queue never stores its own dead letters")
+		// The source settles its message only on DeadLetterStored, so a copy lost
+		// between the two partitions is retried rather than lost (invariant above).
 		if r.Kind == core.ReplyPublished {
 			h.send(PartitionAddr(dl.source), &DeadLetterStored{Offset: dl.offset})
 		} else {
@@ -317,6 +329,8 @@ type deliveriesWithOne struct {
 func (h *Host) newRef(ref hostRef) uint64 {
 	assertHold(ref.kind == refSession || ref.kind == refDeadLetter, "a reference says who waits")
 	assertHold((ref.kind == refDeadLetter) == (ref.deadLetter != nil), "a dead-letter reference, and only one, names its source")
+	// Refs only grow and are never reused within this Host: a late reply for a
+	// forgotten Ref finds nothing instead of answering a newer request.
 	h.nextRef++
 	h.refs[h.nextRef] = ref
 	return h.nextRef
@@ -341,6 +355,8 @@ func (h *Host) onDeliver(env Envelope) {
 		}
 		// In force from this step on (every later request runs under
 		// them): the Node releases what waited for them.
+		// Seq 0 asks for no acknowledgement (msg.go): nobody waits on it,
+		// so no SettingsApplied is owed.
 		if msg.Seq != 0 {
 			h.send(NodeAddr(), &SettingsApplied{Seq: msg.Seq})
 		}
@@ -364,12 +380,16 @@ func (h *Host) onRequest(from Address, req *Request) {
 	}
 	switch in := req.Input.(type) {
 	case *core.Publish:
+		// System marks this Host's own dead-letter stores (onStoreDeadLetter);
+		// a session must never pass a publish off as one.
 		assertHold(!in.System, "a client's publish is never a system publish")
 		in.NowMs, in.Ref = h.nowMs, ref
 		deferred = in.Confirm // the confirm comes once durable
 		h.stepCore(in)
 	case *core.Subscribe:
 		in.NowMs, in.Ref = h.nowMs, ref
+		// existed: a Subscribe for a SubID already routed keeps its owner
+		// even if the core refuses this one; only a refused new one goes.
 		_, existed := h.subs[in.SubID]
 		if !existed {
 			h.subs[in.SubID] = from // before the step: its deliveries route
@@ -413,6 +433,8 @@ func (h *Host) onBounced(env Envelope) {
 			return // broken on purpose: the ghost stays
 		}
 		h.dropSessionSubs(env.To)
+	// The Node is not there to route it: treat it as a refusal so the copy
+	// goes back to retry with backoff instead of waiting forever.
 	case *DeadLetterOut:
 		h.onDeadLetterFailed(msg.Offset)
 	case *SettingsApplied:
@@ -433,6 +455,8 @@ func (h *Host) dropSessionSubs(owner Address) {
 			ids = append(ids, id)
 		}
 	}
+	// Sorted so the Unsubscribe steps, and the requeues they cause, run in the
+	// same order on every replay of a seed.
 	slices.Sort(ids)
 	for _, id := range ids {
 		h.stepCore(&core.Unsubscribe{NowMs: h.nowMs, SubID: id})
@@ -443,6 +467,8 @@ func (h *Host) dropSessionSubs(owner Address) {
 // declareInput is the Declare that brings current up to s, or nil when it
 // already matches.
 func declareInput(s DeclareSettings, current core.QueueSettings) *core.Declare {
+	// Absent fields keep the partition's value, so only present ones can
+	// differ; an unneeded Declare would append a log entry for nothing.
 	differs := (s.DLQ != nil && *s.DLQ != current.DLQ) ||
 		(s.MaxRetries != nil && *s.MaxRetries != current.MaxRetries) ||
 		(s.DefaultTTLMs != nil && *s.DefaultTTLMs != current.DefaultTTLMs)

@@ -25,6 +25,8 @@ import (
 // enqueueDeadLetter takes a copy the core released and sends it when a
 // slot is free.
 func (h *Host) enqueueDeadLetter(dl core.DeadLetter) {
+	// Recovery re-emits pending copies (NewHost's Tick), so the core may hand
+	// over one already tracked; a second entry would count one copy twice.
 	if _, dup := h.dlq[dl.Offset]; dup {
 		return // already on its way
 	}
@@ -53,6 +55,8 @@ func (h *Host) pumpDeadLetters() {
 	}
 	if h.dlqHead == len(h.dlqWaiting) {
 		h.dlqWaiting, h.dlqHead = h.dlqWaiting[:0], 0
+		// Compact once half the list is consumed: the backing array stays bounded
+		// by the waiting copies, at amortised O(1) per copy.
 	} else if h.dlqHead > len(h.dlqWaiting)/2 {
 		n := copy(h.dlqWaiting, h.dlqWaiting[h.dlqHead:])
 		h.dlqWaiting, h.dlqHead = h.dlqWaiting[:n], 0
@@ -90,6 +94,8 @@ func (h *Host) onDeadLetterStored(offset uint64) {
 		h.dlqStoredWaiting++
 	}
 	delete(h.dlq, offset)
+	// Settled only now that the copy is durable in its target: settling first
+	// would lose the message if the target's append then failed.
 	h.stepCore(&core.DeadLetterDone{NowMs: h.nowMs, Offset: offset})
 	h.pumpDeadLetters()
 }
@@ -107,6 +113,8 @@ func (h *Host) onDeadLetterFailed(offset uint64) {
 		h.pumpDeadLetters()
 		return
 	}
+	// Exponential backoff: a target refusing under load (a full backlog, a
+	// partition that cannot load) is not hammered by every source at once.
 	if c.backoffMs == 0 {
 		c.backoffMs = h.cfg.DeadLetterRetryMinMs
 	} else {
@@ -175,6 +183,8 @@ func (h *Host) onStoreDeadLetter(msg *StoreDeadLetter) {
 func (h *Host) spill(stored []StoredPayload, totalBytes int64) {
 	total := totalBytes - h.residentReported + h.p.ResidentPayloadBytes()
 	for _, sp := range stored {
+		// Stop as soon as the broker is under budget: spilling more would only
+		// make consumers read back from storage what memory could have held.
 		if total <= h.cfg.ResidentPayloadBytesMax {
 			return
 		}
@@ -191,17 +201,23 @@ func (h *Host) spill(stored []StoredPayload, totalBytes int64) {
 // after its first new entry, so it never asks twice for one index.
 func (h *Host) maybeSnapshot() {
 	last := h.p.LastIndex()
+	// One snapshot at a time: a second request before the first is answered
+	// would race it in storage for nothing.
 	if h.snapshotInflight != 0 || last <= h.loadIndex {
 		return
 	}
 	if mutant.On(mutant.SnapshotOnlyWhenQuiescent) && h.p.DurableIndex() != last {
 		return // broken on purpose: under sustained load it never snapshots
 	}
+	// Proportional to live messages: a snapshot's size grows with them, so
+	// snapshotting less often as they grow keeps write amplification bounded.
 	threshold := max(h.cfg.SnapshotEntriesMin, hostSnapshotLiveFactor*h.p.Live())
 	if last-h.snapshotBase <= uint64(threshold) {
 		return
 	}
 	assertHold(last > h.snapshotBase, "a snapshot covers entries the last one did not")
+	// Blob files below the lowest still referenced may go once the snapshot is
+	// written; telling storage keeps it from deleting a file a body still needs.
 	keepBlobsFrom, _ := h.p.LowestStoredFile() // 0 when no body is stored
 	h.snapshotInflight = last
 	h.rd.Snapshot = &SnapshotRequest{Index: last, Data: h.p.Snapshot(), KeepBlobsFrom: keepBlobsFrom}

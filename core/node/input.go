@@ -5,6 +5,14 @@ import (
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
+// The inputs of the three machines. Invariants:
+//   - the set is closed: each machine panics on an input it does not take,
+//     since one reaching it is a driver bug, not a client's doing;
+//   - every input carries the driver's NowMs; machines keep the largest
+//     seen, so a late-stamped input never moves a deadline back;
+//   - inputs carry all outside randomness (Entropy) and durability
+//     (Persisted): nothing here reads a clock, a disk or crypto/rand.
+
 // Input is one of the types below. Every input carries NowMs (see doc.go,
 // Time). Which machine takes which input:
 //

@@ -2,6 +2,14 @@ package node
 
 import "github.com/fibril-go/fibril/core"
 
+// Entry points. Invariants:
+//   - each machine is stepped by one driver context at a time and answers
+//     with a Ready valid until its next Step (doc.go);
+//   - machines never call each other: every effect on another machine is
+//     an Envelope in Ready.Out;
+//   - these signatures are what io/broker and sim both code against, so a
+//     change here is a change to both drivers.
+
 // The three machines' entry points. This file fixes their signatures, which
 // both drivers (io/broker, sim) code against; each machine's state and
 // handlers live in files of its own (node_*.go, session_*.go, host_*.go).

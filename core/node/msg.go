@@ -5,6 +5,14 @@ import (
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
+// Messages between machines. Invariants:
+//   - the set is closed and each type names its sender and receiver; a
+//     machine panics on a message it can never be sent;
+//   - a message that asks for an answer carries a token (or an offset) the
+//     answer echoes, and every such request is answered at most once;
+//   - a receiver owns what an envelope points to once delivered: a sender
+//     never writes a message again after handing it out.
+
 // Message is what an Envelope carries: one of the types below. The set is
 // closed; the comment on each says who sends it to whom.
 type Message interface{ message() }

@@ -26,6 +26,8 @@ import (
 func (n *Node) onOpen(from Address, msg *Open) {
 	assertHold(from.Kind == AddrSession, "sessions open partitions")
 	key := queueKey{Topic: msg.Topic, Group: core.NormalizeGroup(msg.Group)}
+	// Names are checked again here, not only in the session: the Node is where a name
+	// would become a catalogue record, and a bad one there cannot be removed.
 	o := opener{partition: msg.Partition, session: from, token: msg.Token}
 	if validQueueKey(key) != nil {
 		n.failOpener(key, o, core.ErrInvalidName)
@@ -41,17 +43,25 @@ func (n *Node) openQueue(key queueKey, o opener) {
 	// The catalogue entry exists from this step on (a second Open sees it
 	// and waits with the first); its record makes it durable.
 	if n.state.queues[key] == nil {
+		// QueuesMax bounds the catalogue, which every snapshot writes whole: an
+		// implicit queue per typo'd topic would otherwise grow it without limit.
 		if len(n.state.queues) >= n.cfg.QueuesMax {
 			n.failOpener(key, o, core.ErrTooManyQueues)
 			return
 		}
 		if n.storageBehind() {
+			// Backpressure rather than another unpersisted record: storage that fell
+			// behind would otherwise let the log's tail grow without bound in memory.
 			n.failOpener(key, o, core.ErrCatalogBehind)
 			return
 		}
+		// An implicit queue gets one partition: a later DECLARE_QUEUE cannot raise
+		// it (counts never change), so clients that need more must declare first.
 		n.createQueue(&catalogEntry{key: key, partitions: 1})
 	}
 	if cq := n.creating[key]; cq != nil {
+		// Each waiter list is bounded (STYLE 3): a flood of Opens for one slow
+		// queue gets 500s the client retries, not unbounded memory here.
 		if len(cq.waiters) >= opensWaitingMax {
 			n.failOpener(key, o, core.ErrPartitionLoadFailed)
 			return
@@ -84,6 +94,8 @@ func (n *Node) createQueue(e *catalogEntry) {
 	assertHold(n.state.queues[e.key] == nil, "a queue is created once")
 	index := n.appendQueueRecord(e)
 	n.creating[e.key] = &creatingQueue{index: index}
+	// Released by Persisted in index order, so waiters never see a queue a
+	// crash could take back.
 	n.gate(gatedAction{kind: gatedCreated, key: e.key})
 }
 
@@ -151,6 +163,9 @@ func (n *Node) openPartition(key queueKey, o opener) {
 // standalone epoch and this boot's tag floor.
 func (n *Node) partitionConfig(id core.QueueID) core.Config {
 	cfg := n.cfg.Partition
+	// TagFloor from the durable boot counter: tags minted by this boot start
+	// above every tag an earlier boot handed out, so a stale ACK from before a
+	// restart cannot settle a new delivery (PROTOCOL 7.3).
 	cfg.Queue, cfg.Epoch, cfg.TagFloor = id, 1, n.state.boot<<bootTagShift
 	return cfg
 }
@@ -160,6 +175,8 @@ func (n *Node) openerReady(id core.QueueID, partitions uint32, o opener) {
 	assertHold(n.partitions[id] != nil && n.partitions[id].loaded, "an opener is answered from a loaded partition")
 	assertHold(id.Partition < partitions, "an opened partition is in range")
 	if o.forward == nil {
+		// A session's Open gets Opened; a forward's "open" is the copy itself,
+		// stored in the target and counted out of forwardsWaiting.
 		n.send(o.session, &Opened{Token: o.token, Queue: id, Partitions: partitions})
 		return
 	}
@@ -223,6 +240,8 @@ func (n *Node) onLoadDone(in *LoadDone) {
 // that changes nothing is answered at once (when its queue is durable).
 func (n *Node) onDeclareQueue(from Address, d *DeclareQueue) {
 	key := queueKey{Topic: d.Topic, Group: core.NormalizeGroup(d.Group)}
+	// Checked before any work so a refused declare leaves no trace: the
+	// client's retry (PROTOCOL 6.2) sees the same state it would have.
 	if len(n.gated)+len(n.heldDeclares) >= declaresWaitingMax {
 		n.send(from, &Declared{Token: d.Token, Err: core.ErrCatalogBehind})
 		return
@@ -291,6 +310,8 @@ func (n *Node) resolveDeclare(key queueKey, d *DeclareQueue) (*catalogEntry, *co
 			if validQueueKey(target) != nil {
 				return nil, core.ErrInvalidName
 			}
+			// A queue dead-lettering into itself would retry a poisoned message
+			// forever, each failure feeding the queue it fails on.
 			if target == key {
 				return nil, core.ErrDeadLetterLoop
 			}
@@ -305,6 +326,8 @@ func (n *Node) resolveDeclare(key queueKey, d *DeclareQueue) (*catalogEntry, *co
 		next.settings.MaxRetries = &v
 	}
 	if d.DefaultTTLMs != nil {
+		// A negative TTL would expire every message at publish; decodeRecord
+		// refuses it too, so accepting it here would make the log unreadable.
 		if *d.DefaultTTLMs < 0 {
 			return nil, core.ErrInvalidSettings
 		}
@@ -319,6 +342,8 @@ func (n *Node) resolveDeclare(key queueKey, d *DeclareQueue) (*catalogEntry, *co
 func (n *Node) updateLoadedPartitions(key queueKey) {
 	entry := n.state.queues[key]
 	assertHold(entry != nil, "a declared queue is in the catalogue")
+	// Partitions not loaded pick the settings up from their LoadRequest, so
+	// only loaded ones need a DeclareSettings.
 	for p := uint32(0); p < entry.partitions; p++ {
 		id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: p}
 		if pe := n.partitions[id]; pe != nil && pe.loaded {
@@ -344,6 +369,8 @@ func (n *Node) onDeadLetterOut(from Address, msg *DeadLetterOut) {
 		n.send(from, &DeadLetterFailed{Offset: msg.Offset, Err: core.ErrInvalidName})
 		return
 	}
+	// Counted in here and out once in openerReady or failOpener, so the bound
+	// holds across creation, boot waits and loads alike.
 	n.forwardsWaiting++
 	n.openQueue(key, opener{forward: &forward{source: from.Queue, offset: msg.Offset, body: msg.Body}})
 }
@@ -375,6 +402,7 @@ func catalogSettingsEqual(a, b catalogSettings) bool {
 
 // equalPtr says whether two optional values are both absent or equal.
 func equalPtr[T comparable](a, b *T) bool {
+	// nil and a declared zero differ: "never declared" keeps the default.
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}

@@ -88,10 +88,14 @@ func (n *Node) onConnOpened(in *ConnOpened) {
 	// the ERROR, and its ConnClosed finds nothing to count down. Request id
 	// 0: the peer has asked nothing yet.
 	switch {
+	// Past the drain's grace the broker is going: a new session would be cut
+	// moments later, so the client is sent to retry elsewhere or later.
 	case n.draining && n.nowMs >= n.drainDeadlineMs:
 		n.sendFrame(in.Conn, wire.OpError, 0, wire.CodeInternal, "broker is shutting down; connect again later")
 		n.rd.Close = append(n.rd.Close, in.Conn)
 		return
+	// Refused with a frame, not a silent close, so the client can tell
+	// backpressure (retryable 500, PROTOCOL 6.2) from a network fault.
 	case len(n.conns) >= n.cfg.ConnectionsMax:
 		n.sendFrame(in.Conn, wire.OpError, 0, wire.CodeInternal,
 			fmt.Sprintf("too many connections: this broker accepts at most %d (ConnectionsMax); retry later", n.cfg.ConnectionsMax))
@@ -103,6 +107,8 @@ func (n *Node) onConnOpened(in *ConnOpened) {
 	// nowMs never goes back, so deadlines are appended in order and the
 	// list needs no heap.
 	n.deadlines = append(n.deadlines, connDeadline{atMs: n.nowMs + n.cfg.HandshakeTimeoutMs, conn: in.Conn})
+	// Compaction costs O(len) but runs only once the stale entries outnumber
+	// the live by the slack, so it stays amortised O(1) per connection.
 	if len(n.deadlines) > 2*len(n.conns)+deadlinesCompactionSlack {
 		n.deadlines = slices.DeleteFunc(n.deadlines, func(d connDeadline) bool {
 			c := n.conns[d.conn]
@@ -178,6 +184,8 @@ func (n *Node) onFrame(in *Frame) {
 	}
 	hdr := in.Header
 	switch {
+	// A broken frame leaves the stream unframed: nothing after it can be
+	// trusted, so the connection is refused rather than resynchronised.
 	case in.Err != nil:
 		n.refuse(c, wire.OpError, hdr.RequestID, wire.CodeInvalid, "malformed frame: "+in.Err.Error())
 		return
@@ -208,6 +216,8 @@ func (n *Node) onFrame(in *Frame) {
 	// crash may still take back: hold the HELLO until the boot record is
 	// durable (normally one fsync after start).
 	if !n.bootDurable() {
+		// Bounded (STYLE 3): if the boot record's fsync stalls, a reconnect storm
+		// gets retryable refusals instead of growing held state without limit.
 		if n.heldHellos >= hellosHeldMax {
 			n.refuse(c, wire.OpError, hdr.RequestID, wire.CodeInternal, "broker is starting; retry")
 			return
@@ -253,6 +263,9 @@ func (n *Node) resolveHello(c *conn, requestID uint64, resume wire.Optional[wire
 		// learn a token byte by byte from how long a refusal takes.
 		id := resume.Value
 		outcome = wire.ResumeNotFound
+		// A resume identity minted by another broker (or an earlier owner id)
+		// names no session here; rejected, not "not found", so the client knows
+		// its identity is foreign (PROTOCOL 7.7).
 		if subtle.ConstantTimeCompare(id.OwnerID[:], n.state.ownerID[:]) != 1 {
 			outcome = wire.ResumeRejected // another broker
 		} else if sid, live := n.byClient[id.ClientID]; live {
@@ -261,6 +274,8 @@ func (n *Node) resolveHello(c *conn, requestID uint64, resume wire.Optional[wire
 				n.attach(c, s, requestID, wire.ResumeResumed)
 				return
 			}
+			// A live client id with a wrong token: someone else may hold the identity,
+			// so the live session is never handed over.
 			outcome = wire.ResumeRejected
 		} else if sk := n.restorableSkeleton(id); sk != nil {
 			// Same identity, fresh empty unauthenticated session.
@@ -279,6 +294,7 @@ func (n *Node) resolveHello(c *conn, requestID uint64, resume wire.Optional[wire
 // use: same client id and token, younger than ResumeRestartTTLMs.
 func (n *Node) restorableSkeleton(id wire.ResumeIdentity) *skeleton {
 	sk := n.state.skeletons[id.ClientID]
+	// TTL 0 disables resume after restart altogether.
 	if sk == nil || n.cfg.ResumeRestartTTLMs == 0 {
 		return nil
 	}
@@ -319,6 +335,8 @@ func (n *Node) mintIdentity(entropy [32]byte) (clientID, token [16]byte) {
 	copy(token[:], entropy[16:])
 	setUUIDv4Bits(&clientID)
 	setUUIDv4Bits(&token)
+	// Salting with increasing values ends: each salt gives a different id, and
+	// only finitely many are taken.
 	for salt := uint64(n.lastSessionID) + 1; n.clientIDTaken(clientID); salt++ {
 		binary.BigEndian.PutUint64(clientID[8:], binary.BigEndian.Uint64(entropy[8:16])^salt)
 		setUUIDv4Bits(&clientID)
@@ -339,6 +357,8 @@ func (n *Node) clientIDTaken(id [16]byte) bool {
 func (n *Node) startSession(clientID, token [16]byte) *sessionEntry {
 	_, taken := n.byClient[clientID]
 	assertHold(!taken, "one live session per client id")
+	// No id without a durable reservation: an id handed out under a record
+	// a crash loses could be handed out again after restart.
 	if n.lastSessionID >= n.sessionIDsDurable {
 		n.reserveSessionIDs()
 		return nil
@@ -464,6 +484,8 @@ func (n *Node) expireSkeletons() {
 				n.appendRecord(&record{kind: recordSkeleton, skeleton: fresh})
 			}
 			n.scheduleSkeletonSweep(n.nowMs + refreshMs)
+		// Removed durably: a skeleton only dropped from memory would come back
+		// with the next replay and could be resumed past its TTL.
 		case !live && n.nowMs-sk.savedAtMs >= ttl:
 			n.appendRecord(&record{kind: recordSkeletonRemoved, removed: id})
 		default:
@@ -490,6 +512,8 @@ func (n *Node) skeletonDueMs(sk *skeleton) int64 {
 // scheduleSkeletonSweep brings the next sweep forward to atMs if later.
 func (n *Node) scheduleSkeletonSweep(atMs int64) {
 	assertHold(atMs > 0, "a sweep is scheduled at a real time")
+	// Only ever brought forward: the one sweep handles every due skeleton and
+	// reschedules the rest, so a later request must not postpone an earlier.
 	if n.skeletonSweepAtMs == 0 || atMs < n.skeletonSweepAtMs {
 		n.skeletonSweepAtMs = atMs
 	}
@@ -504,6 +528,8 @@ func (n *Node) nextSkeletonExpiryMs() int64 { return n.skeletonSweepAtMs }
 func (n *Node) onDrain(in *Drain) {
 	deadlineMs := n.nowMs + max(in.GraceMs, 0)
 	if n.draining {
+		// The earlier deadline wins: sessions were already told the first grace,
+		// and extending it would break what they were promised.
 		deadlineMs = min(deadlineMs, n.drainDeadlineMs)
 	}
 	n.draining, n.drainGraceMs, n.drainMessage, n.drainDeadlineMs = true, in.GraceMs, in.Message, deadlineMs

@@ -2,12 +2,24 @@ package node
 
 import "fmt"
 
+// The Node's cross-checks. Invariants this file checks:
+//   - nothing is durable past the last appended index, and this process's
+//     boot record is in the log;
+//   - every gated action waits for a record not yet durable, in index order;
+//   - connections stay within ConnectionsMax and each is in one known phase;
+//   - sessions and byClient are one directory; session ids are minted only
+//     under a durable reservation;
+//   - every catalogue entry, pending queue record and loaded partition agrees
+//     with the log, and every dead-letter copy waiting is counted once.
+
 // CheckInvariants walks the whole Node and reports the first broken
 // invariant. It is O(state): the simulator and the tests call it after
 // every step; production does not.
 func (n *Node) CheckInvariants() error {
 	// The log: storage cannot have made durable what was never appended,
 	// and this process's boot record is in it.
+	// A durable index past the last append means a Persisted input claimed a
+	// write we never asked for: releasing gated replies on it would be a lie.
 	if n.durableIndex > n.state.lastIndex {
 		return fmt.Errorf("durable index %d beyond last index %d", n.durableIndex, n.state.lastIndex)
 	}
@@ -16,6 +28,8 @@ func (n *Node) CheckInvariants() error {
 	}
 	// The gate: every action waits for a record not yet durable (else it
 	// would have been released), in index order.
+	// A gated action at or below the durable index should already have been
+	// released: one left behind is a reply the client waits for forever.
 	for i, g := range n.gated {
 		if g.index <= n.durableIndex || g.index > n.state.lastIndex {
 			return fmt.Errorf("gated action %d waits for index %d (durable %d, last %d)", i, g.index, n.durableIndex, n.state.lastIndex)
@@ -40,6 +54,8 @@ func (n *Node) checkConns() error {
 	if len(n.conns) > n.cfg.ConnectionsMax {
 		return fmt.Errorf("%d connections open, limit %d", len(n.conns), n.cfg.ConnectionsMax)
 	}
+	// held is recounted rather than trusted: heldHellos gates admission, and a
+	// drifted counter would refuse (or over-admit) HELLOs for good.
 	held := 0
 	for id, c := range n.conns {
 		switch {
@@ -49,6 +65,9 @@ func (n *Node) checkConns() error {
 			return fmt.Errorf("connection %d in phase %d", id, c.phase)
 		case c.phase == connBound && c.session == 0:
 			return fmt.Errorf("connection %d bound to no session", id)
+		// HELLOs are held only while the boot record is not durable (a session
+		// then could hand out tags of a boot a crash takes back); once it is
+		// durable, answerHeldHellos must have released them all.
 		case c.phase == connHelloHeld && n.bootDurable():
 			return fmt.Errorf("connection %d holds a HELLO after the boot record is durable", id)
 		}
@@ -78,6 +97,8 @@ func (n *Node) checkDirectory() error {
 	}
 	for id, s := range n.sessions {
 		switch {
+		// Id 0 means "no session" in conn.session; an id past lastSessionID was not
+		// minted by this Node and could collide with the next one.
 		case s.id != id || id == 0 || id > n.lastSessionID:
 			return fmt.Errorf("session %d filed under %d (last minted %d)", s.id, id, n.lastSessionID)
 		case n.byClient[s.clientID] != id:
@@ -92,6 +113,8 @@ func (n *Node) checkDirectory() error {
 	if i := n.sessionIDsReserveIndex; i != 0 && (i <= n.durableIndex || i > n.state.lastIndex) {
 		return fmt.Errorf("session id reservation at %d (durable %d, last %d)", i, n.durableIndex, n.state.lastIndex)
 	}
+	// Without a scheduled sweep, expired skeletons would sit in the log forever
+	// and a client could resume long past ResumeRestartTTLMs (PROTOCOL 7.7).
 	if ttl := n.cfg.ResumeRestartTTLMs; ttl > 0 && n.skeletonSweepAtMs == 0 && len(n.state.skeletons) > 0 {
 		return fmt.Errorf("%d skeletons and no expiry sweep scheduled", len(n.state.skeletons))
 	}
@@ -138,14 +161,19 @@ func (n *Node) checkCatalog() error {
 	for id, pe := range n.partitions {
 		e := n.state.queues[queueKey{Topic: id.Topic, Group: id.Group}]
 		switch {
+		// A partition outside its queue's count would take messages no route can
+		// reach (the partition-key hash only spans the recorded count).
 		case e == nil || id.Partition >= e.partitions:
 			return fmt.Errorf("partition %v loaded or loading outside the catalogue", id)
 		case pe.loaded && len(pe.waiters) > 0:
 			return fmt.Errorf("loaded partition %v has %d waiters", id, len(pe.waiters))
 		case !pe.loaded && len(pe.waiters) == 0:
 			return fmt.Errorf("partition %v loading for nobody", id)
+		// Partitions take their TagFloor from the boot counter: one loaded before
+		// the boot record is durable could reuse an earlier boot's delivery tags.
 		case !n.bootDurable():
 			return fmt.Errorf("partition %v requested before the boot record is durable", id)
+		// A Host cannot acknowledge settings it was never sent (node_settings.go).
 		case pe.settingsAppliedSeq > pe.settingsSentSeq || pe.settingsSentSeq > n.settingsSeq:
 			return fmt.Errorf("partition %v applied settings %d, sent %d, last %d", id, pe.settingsAppliedSeq, pe.settingsSentSeq, n.settingsSeq)
 		case len(pe.held) > 0 && !(pe.loaded && pe.settingsOutstanding(pe.settingsSentSeq)):
@@ -158,6 +186,7 @@ func (n *Node) checkCatalog() error {
 	if len(n.gated)+len(n.heldDeclares) > declaresWaitingMax+recordsUnpersistedMax+1 {
 		return fmt.Errorf("%d gated and %d held declares (limit %d)", len(n.gated), len(n.heldDeclares), declaresWaitingMax)
 	}
+	// A held DECLARE_QUEUE_OK that waits for nothing would never be released.
 	for i, hd := range n.heldDeclares {
 		if hd.seq > n.settingsSeq || !n.queueSettingsOutstanding(hd.key, hd.seq) {
 			return fmt.Errorf("held declare %d (token %d, seq %d) waits for nothing", i, hd.answer.Token, hd.seq)
@@ -171,6 +200,9 @@ func (n *Node) checkCatalog() error {
 			forwards++
 		}
 	}
+	// forwardsWaiting is the backpressure counter for dead letters: drift would
+	// either stall every source partition's retries or let the queue grow past
+	// its bound.
 	if forwards != n.forwardsWaiting || forwards > deadLetterForwardsMax {
 		return fmt.Errorf("%d forwards waiting, counted %d (limit %d)", forwards, n.forwardsWaiting, deadLetterForwardsMax)
 	}

@@ -2,6 +2,15 @@ package node
 
 import "github.com/fibril-go/fibril/core"
 
+// Effects of one Step. Invariants:
+//   - the driver carries out the fields in the order listed below: a
+//     reply released before its record is durable could confirm what a
+//     crash takes back;
+//   - a Ready and what it points to are valid only until the machine's
+//     next Step: the machine reuses its backing arrays;
+//   - WakeMs is the earliest deadline the machine holds (0 = none); a
+//     driver that wakes it late only delays timeouts, never skips them.
+
 // Ready is the batch of effects of one Step of any machine, in contract
 // order; a machine fills only the fields its kind uses. It and everything it
 // points to is valid until that machine's next Step: the driver copies what

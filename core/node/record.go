@@ -51,6 +51,8 @@ const (
 	// (io/broker's bootTagShift): TagFloor = boot << bootTagShift.
 	bootTagShift = 40
 	// bootMax: the boot counter must leave TagFloor inside 64 bits.
+	// 2^24 boots: a broker restarting every second would take months to run
+	// out, and decodeRecord refuses a counter past it rather than wrap.
 	bootMax = 1<<(64-bootTagShift) - 1
 )
 
@@ -121,12 +123,20 @@ func newDurableState() durableState {
 // apply is the only place durable state changes.
 func (s *durableState) apply(index uint64, r *record) {
 	assertHold(index == s.lastIndex+1, "node records are applied in contiguous index order")
+	// A gap or a repeat would mean a record was lost or replayed twice, and the
+	// replayed state would silently differ from the live one; there is no way to
+	// recover from that here, so it is a bug, not an error.
 	s.lastIndex = index
 	switch r.kind {
 	case recordBoot:
+		// A boot counter that went back would hand out a TagFloor already used by an
+		// earlier process, so a stale ACK could settle a new delivery.
 		assertHold(r.boot > s.boot, "the boot counter only grows")
 		s.boot, s.ownerID = r.boot, r.ownerID
 	case recordQueue:
+		// Partition count is fixed at first declare: messages are already placed by
+		// the partition-key hash (PROTOCOL 2.2), and a new count would route the same
+		// key elsewhere and break per-key order.
 		if old := s.queues[r.queue.key]; old != nil {
 			assertHold(old.partitions == r.queue.partitions, "a queue's partition count never changes")
 		}
@@ -138,11 +148,16 @@ func (s *durableState) apply(index uint64, r *record) {
 		sk.subs = slices.Clone(sk.subs)
 		s.skeletons[sk.clientID] = &sk
 	case recordSkeletonRemoved:
+		// Removal is idempotent: a skeleton dropped twice (an expiry racing an end)
+		// replays the same as once.
 		delete(s.skeletons, r.removed)
 	case recordSessionIDs:
+		// A shrinking ceiling would let a restarted process reissue an id some old
+		// session already held.
 		assertHold(r.sessionIDCeiling > s.sessionIDCeiling, "the session id ceiling only grows")
 		s.sessionIDCeiling = r.sessionIDCeiling
 	default:
+		// decodeRecord refuses unknown kinds, so one here was built in memory wrong.
 		panic("fibril/core/node invariant violated: applying an unknown record kind")
 	}
 }
@@ -171,6 +186,8 @@ func (s *durableState) apply(index uint64, r *record) {
 
 // appendRecord encodes r after dst.
 func appendRecord(dst []byte, r *record) []byte {
+	// Every record repeats magic and version so that any single record can be
+	// validated on its own, without the snapshot or the record before it.
 	dst = append(dst, recordMagic, recordVersion, byte(r.kind))
 	switch r.kind {
 	case recordBoot:
@@ -200,9 +217,13 @@ func appendString(dst []byte, s string) []byte {
 // the merged state, not the declare's patch, so the last record of a queue
 // is all a replay needs of it.
 func appendCatalogEntry(dst []byte, e *catalogEntry) []byte {
+	// Field order here is the on-disk contract mirrored by decoder.catalogEntry:
+	// reorder one and every existing log misreads.
 	dst = appendString(dst, e.key.Topic)
 	dst = appendString(dst, e.key.Group)
 	dst = binary.BigEndian.AppendUint32(dst, e.partitions)
+	// Presence bytes keep "never declared" (nil) distinct from a declared zero
+	// value, so a replay keeps the partition default rather than forcing zero.
 	if e.settings.DLQ == nil {
 		dst = append(dst, 0)
 	} else {
@@ -226,6 +247,8 @@ func appendCatalogEntry(dst []byte, e *catalogEntry) []byte {
 // appendSkeleton writes one whole skeleton (the last one of a client id
 // wins, as for queues).
 func appendSkeleton(dst []byte, sk *skeleton) []byte {
+	// The token is stored so a client can resume across a broker restart
+	// (PROTOCOL 7.7) with the token it was handed before the crash.
 	dst = append(dst, sk.clientID[:]...)
 	dst = append(dst, sk.token[:]...)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(sk.savedAtMs))
@@ -251,7 +274,10 @@ func appendSnapshot(dst []byte, s *durableState) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, s.lastIndex)
 	dst = binary.BigEndian.AppendUint64(dst, s.boot)
 	dst = append(dst, s.ownerID[:]...)
+	// Always written at the current version; decodeSnapshot still reads V1.
 	dst = binary.BigEndian.AppendUint64(dst, s.sessionIDCeiling)
+	// Sorted so that two replicas, or a replay and the live Node, produce
+	// byte-identical snapshots that the simulator can compare.
 	keys := sortedQueueKeys(s.queues)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(keys)))
 	for _, k := range keys {
@@ -304,6 +330,7 @@ func sortedClientIDs(m map[[16]byte]*skeleton) [][16]byte {
 // compareBytes is bytes.Compare, kept here so that the encoding's order is
 // spelled out next to it.
 func compareBytes(a, b []byte) int {
+	// Lexicographic on the raw bytes: a length tie-break keeps the order total.
 	for i := range min(len(a), len(b)) {
 		if a[i] != b[i] {
 			if a[i] < b[i] {
@@ -322,6 +349,8 @@ func decodeRecord(b []byte) (*record, error) {
 	// Magic, then version: a record of a future format is refused by name
 	// rather than misread as this one.
 	d := decoder{b: b}
+	// The frame's CRC has already passed: every failure below is a record this
+	// code did not write, and the caller refuses to start rather than skip it.
 	if d.u8() != recordMagic {
 		return nil, fmt.Errorf("%w: bad magic", ErrCorruptRecord)
 	}
@@ -345,13 +374,18 @@ func decodeRecord(b []byte) (*record, error) {
 	case recordSkeletonRemoved:
 		d.fill(r.removed[:])
 	case recordSessionIDs:
+		// Zero is never reserved (ids start at 1), and past sessionSeqMax the ids
+		// would no longer fit their encoding.
 		r.sessionIDCeiling = d.u64()
 		if r.sessionIDCeiling == 0 || r.sessionIDCeiling > sessionSeqMax {
 			d.fail("session id ceiling out of range")
 		}
 	default:
+		// Unknown kinds are refused, not skipped: a skipped record could be a queue,
+		// and forgetting a queue loses its data on the next declare.
 		return nil, fmt.Errorf("%w: unknown record kind %d", ErrCorruptRecord, r.kind)
 	}
+	// Trailing bytes mean the layout is not the one we think it is.
 	if err := d.finish(); err != nil {
 		return nil, err
 	}
@@ -368,12 +402,14 @@ func decodeSnapshot(b []byte) (durableState, error) {
 		return s, fmt.Errorf("%w: bad snapshot magic", ErrCorruptRecord)
 	}
 	version := d.u8()
+	// V1 stays readable so an upgrade can boot from an old snapshot.
 	if version != snapshotVersion && version != snapshotVersionV1 {
 		return s, fmt.Errorf("%w: unknown snapshot version %d", ErrCorruptRecord, version)
 	}
 	s.lastIndex = d.u64()
 	s.boot = d.u64()
 	d.fill(s.ownerID[:])
+	// V1 snapshots predate id reservation: ceiling 0, and the first Boot reserves.
 	if version >= snapshotVersion {
 		s.sessionIDCeiling = d.u64()
 	}
@@ -385,8 +421,11 @@ func decodeSnapshot(b []byte) (durableState, error) {
 		if _, dup := s.queues[e.key]; dup {
 			d.fail("a queue listed twice")
 		}
+		// A snapshot holds the merged entry per queue, so a duplicate has no
+		// meaning to choose between; refusing it beats picking one at random.
 		s.queues[e.key] = e
 	}
+	// 44 = client id (16), token (16), saved-at (8) and the sub count (4).
 	count = d.count(44) // a skeleton takes at least 44 bytes
 	for i := uint32(0); i < count && d.err == nil; i++ {
 		sk := d.skeleton()
@@ -395,6 +434,8 @@ func decodeSnapshot(b []byte) (durableState, error) {
 		}
 		s.skeletons[sk.clientID] = sk
 	}
+	// Checked after the lists so one pass reports the first problem; d.fail keeps
+	// only the first reason anyway.
 	if s.boot > bootMax {
 		d.fail("boot counter out of range")
 	}
@@ -420,6 +461,8 @@ func (d *decoder) fail(why string) {
 
 // take consumes n bytes, or fails when fewer remain.
 func (d *decoder) take(n int) []byte {
+	// Once failed, every read yields nothing, so a corrupt length cannot steer
+	// later reads into reading garbage as fields.
 	if d.err != nil || n < 0 || len(d.b) < n {
 		d.fail("short record")
 		return nil
@@ -462,6 +505,8 @@ func (d *decoder) u64() uint64 {
 // remaining bytes cannot hold: never allocate from an untrusted count.
 func (d *decoder) count(minBytes int) uint32 {
 	n := d.u32()
+	// uint64 products cannot overflow for u32 counts and small minBytes; a
+	// corrupt count of 2^32 would otherwise drive a huge loop or allocation.
 	if uint64(n)*uint64(minBytes) > uint64(len(d.b)) {
 		d.fail("count larger than the record")
 		return 0
@@ -478,6 +523,7 @@ func (d *decoder) str() string {
 		return ""
 	}
 	s := string(d.take(int(n)))
+	// Names go back out in frames, where str must be valid UTF-8 (PROTOCOL 2).
 	if !utf8.ValidString(s) {
 		d.fail("invalid UTF-8")
 	}
@@ -500,6 +546,8 @@ func (d *decoder) flag() bool {
 // queueName reads a topic and a group and checks them as a declare would.
 func (d *decoder) queueName() queueKey {
 	k := queueKey{Topic: d.str(), Group: d.str()}
+	// A name the declare path would have refused means the bytes are not ours;
+	// letting it in would create a queue no client can name.
 	if d.err == nil && validQueueKey(k) != nil {
 		d.fail(fmt.Sprintf("invalid queue name %q/%q", k.Topic, k.Group))
 	}
@@ -511,6 +559,7 @@ func (d *decoder) queueName() queueKey {
 // target is valid when custom and absent otherwise, a TTL not negative.
 func (d *decoder) catalogEntry() *catalogEntry {
 	e := &catalogEntry{key: d.queueName(), partitions: d.u32()}
+	// Zero partitions would make every route divide by zero.
 	if d.err == nil && e.partitions == 0 {
 		d.fail("a queue with no partitions")
 	}
@@ -518,8 +567,11 @@ func (d *decoder) catalogEntry() *catalogEntry {
 		p := &core.DLQPolicy{Kind: core.DLQPolicyKind(d.u8())}
 		p.Target = core.DLQTarget{Topic: d.str(), Group: d.str()}
 		switch {
+		// DLQ kinds are a wire enum: append-only, so an unknown one is from a newer
+		// writer or a flipped bit, and either way not something to act on.
 		case p.Kind > core.DLQCustom:
 			d.fail("unknown dead-letter policy")
+		// A custom policy with a bad target would route dead letters nowhere.
 		case p.Kind == core.DLQCustom && validQueueKey(queueKey(p.Target)) != nil:
 			d.fail("invalid dead-letter target")
 		case p.Kind != core.DLQCustom && p.Target != (core.DLQTarget{}):
@@ -533,6 +585,7 @@ func (d *decoder) catalogEntry() *catalogEntry {
 	}
 	if d.flag() {
 		v := int64(d.u64())
+		// A negative TTL would expire every message on arrival.
 		if v < 0 {
 			d.fail("negative default TTL")
 		}
@@ -547,7 +600,10 @@ func (d *decoder) skeleton() *skeleton {
 	sk := &skeleton{}
 	d.fill(sk.clientID[:])
 	d.fill(sk.token[:])
+	// savedAtMs bounds resume after a restart (PROTOCOL 7.7): a skeleton older
+	// than ResumeRestartTTLMs is refused on resume and swept, never revived.
 	sk.savedAtMs = int64(d.u64())
+	// 17 = two empty strings (4+4), partition (4), prefetch (4), auto-ack (1).
 	n := d.count(17) // a subscription takes at least 17 bytes
 	for i := uint32(0); i < n && d.err == nil; i++ {
 		k := d.queueName()
@@ -573,6 +629,8 @@ func validQueueKey(k queueKey) error {
 		return err
 	}
 	if k.Group != "" {
+		// "default" and "" name the same group; storing one spelling
+		// keeps a queue from being catalogued twice under two keys.
 		if k.Group == "default" {
 			return core.ErrInvalidName // "default" is stored as ""
 		}

@@ -34,11 +34,16 @@ const (
 	// subSeqBits is how many low bits of a SubID count the session's
 	// subscriptions; the session id fills the bits above (SubIDs are unique
 	// broker-wide without a shared counter).
+	// 24 bits: 16M subscriptions per session, leaving 40 bits for session ids
+	// (sessionSeqMax in node.go) in a u64 SubID.
 	subSeqBits = 24
 	// sessionIDMax keeps uint64(SessionID)<<subSeqBits from overflowing.
 	sessionIDMax = SessionID(1)<<(64-subSeqBits) - 1
 	// authWaitingFramesMax bounds the frames a connection may send while its
 	// password check runs (they wait, in order); one more closes it.
+	// 64 lets a client pipeline its first requests behind AUTH while the
+	// argon2id check runs, yet bounds what an unauthenticated peer can make
+	// the broker buffer.
 	authWaitingFramesMax = 64
 	// authWaitingBytesMax bounds those frames' payload bytes.
 	authWaitingBytesMax = 1 << 20
@@ -50,6 +55,7 @@ const (
 	earlyBytesMax = 1 << 20
 	// silentIntervalsMax: a connection silent for more than this many
 	// heartbeat intervals is cut (PROTOCOL 1.5).
+	// 3 tolerates two lost or late PINGs before calling the peer dead.
 	silentIntervalsMax = 3
 	// graceMutantDivisor shortens the grace under mutant.EarlyGraceRequeue.
 	graceMutantDivisor = 10

@@ -19,6 +19,8 @@ import "github.com/fibril-go/fibril/transport/wire"
 
 // confirmsCompactMin: the consumed front of the confirm list is reclaimed
 // once it is at least this long and half the list (amortised O(1)).
+// 1024 keeps small lists from being copied at every release; below that
+// the consumed front costs a few KiB at most.
 const confirmsCompactMin = 1024
 
 // confirmResult is a publish's answer waiting for its turn.
@@ -42,6 +44,9 @@ func (s *Session) confirmQueued(token uint64) {
 func (s *Session) confirmDone(token uint64, op pendingOp, result confirmResult) {
 	sessionAssert(op.kind == opPublish, "a confirm for a request that is not a publish")
 	sessionAssert(result.done, "a confirm recorded before its answer")
+	// Its order went with its attachment (dropConfirms); a confirm now would
+	// carry a request id the current connection never sent, and replies
+	// are matched by id (PROTOCOL 7.1).
 	if op.gen != s.gen || s.conn == 0 {
 		delete(s.pending, token) // the asking connection is gone
 		return
@@ -65,6 +70,8 @@ func (s *Session) confirmDone(token uint64, op pendingOp, result confirmResult) 
 func (s *Session) sendConfirm(gen, requestID uint64, result confirmResult) {
 	sessionAssert(result.done, "a confirm sent before its answer")
 	if result.failed {
+		// A failed confirm takes its turn like a success: clients match confirms
+		// in order, and an error out of turn would misattribute the failure.
 		s.replyError(gen, wire.OpError, requestID, result.errCode, result.errMsg)
 		return
 	}

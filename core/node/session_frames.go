@@ -20,6 +20,8 @@ import (
 // The built-in login (SPEC 10): loopback only, while no user of that name
 // exists, and only when the config allows it.
 const (
+	// Loopback only: a well-known password is harmless on a developer's own
+	// machine and an open door on any network interface.
 	builtinUser     = "fibril"
 	builtinPassword = "fibril"
 )
@@ -62,6 +64,8 @@ func (s *Session) onFrame(in *Frame) {
 	}
 	s.lastRecvMs = in.NowMs // liveness counts any frame (PROTOCOL 1.5)
 	if s.auth.pending {
+		// Queued, not served: serving a request before the AUTH is decided would
+		// run it under the old (unauthenticated) state and break arrival order.
 		s.waitForAuth(in)
 		return
 	}
@@ -76,6 +80,8 @@ func (s *Session) waitForAuth(in *Frame) {
 		s.transportLost(in.NowMs) // a peer flooding an unauthenticated connection
 		return
 	}
+	// Copied: the driver's read buffer behind in.Payload is reused after this
+	// step, and the frame may wait several steps for the password check.
 	a.frames = append(a.frames, copyFrame(in))
 	a.bytes += len(in.Payload)
 }
@@ -125,6 +131,8 @@ func (s *Session) handleFrame(now int64, hdr wire.Header, payload []byte, err er
 // (PROTOCOL 1.3): the 400 names the limit, then the connection closes. A
 // malformed header gets no reply: its request id cannot be trusted.
 func (s *Session) onBrokenStream(now int64, hdr wire.Header, err error) {
+	// Only an oversize frame gets an answer: its header decoded, so its request
+	// id is trustworthy and the client learns the limit instead of a bare close.
 	if errors.Is(err, wire.ErrFrameTooLarge) {
 		s.reply(wire.OpError, hdr.RequestID, &wire.ErrorBody{Code: wire.CodeInvalid,
 			Message: fmt.Sprintf("frame of %d bytes exceeds the broker's limit of %d bytes; the connection is closed",
@@ -225,6 +233,8 @@ func (s *Session) handleAuth(hdr wire.Header, payload []byte) {
 	// AUTH on every connect: the check runs again and answers AUTH_OK.
 	// Everything the connection sends from now on waits for the answer.
 	sessionAssert(!s.auth.pending, "a second password check while one runs")
+	// A fresh token per check: the answer of an earlier check (from an
+	// attachment that is gone) must not decide this one.
 	token := s.newToken()
 	s.auth = authWait{pending: true, token: token, gen: s.gen, requestID: hdr.RequestID,
 		username: auth.Username, password: auth.Password}
@@ -266,12 +276,16 @@ func (s *Session) authVerdict(in *AuthChecked, username, password string) (bool,
 		sessionAssert(in.Known, "a password matched an unknown user")
 		return true, ""
 	}
+	// A real user named "fibril" shadows the built-in: once an operator sets
+	// a password, the default one must stop working.
 	if in.Known || username != builtinUser || !s.cfg.AllowDefaultLoopback {
 		return false, msgAuthDenied
 	}
 	if subtle.ConstantTimeCompare([]byte(password), []byte(builtinPassword)) != 1 {
 		return false, msgAuthDenied
 	}
+	// Checked after the password so that a wrong password from afar gets the
+	// plain denial: the remote hint is only for someone who knows the default.
 	if !s.loopback {
 		return false, msgAuthRemote
 	}
@@ -284,6 +298,8 @@ func (s *Session) serveWaiting(now int64, frames []heldFrame) {
 	sessionAssert(len(frames) <= authWaitingFramesMax, "more frames waited than the bound allows")
 	conn := s.conn
 	for i := range frames {
+		// A served frame may have cut the connection (outbox bound, a 401): the
+		// rest belonged to it and must not be served on another.
 		if s.conn != conn || s.conn == 0 {
 			return
 		}

@@ -59,6 +59,9 @@ func queueOf(topic string, group wire.Optional[string], partition uint32) (core.
 
 // queueOf is the package queueOf, remembering the last names it accepted.
 func (s *Session) queueOf(topic string, group wire.Optional[string], partition uint32) (core.QueueID, error) {
+	// A producer publishes to the same queue frame after frame: one remembered
+	// name skips re-validating it on the hot path. The group test compares the
+	// normalised form, so "default" and absent hit the same cached entry.
 	if s.validNames.Topic != "" && topic == s.validNames.Topic && group.Present == (s.validNames.Group != "") &&
 		(!group.Present || core.NormalizeGroup(group.Value) == s.validNames.Group) {
 		q := core.QueueID{Topic: topic, Group: s.validNames.Group, Partition: partition}
@@ -75,6 +78,8 @@ func (s *Session) queueOf(topic string, group wire.Optional[string], partition u
 // groupOpt is the wire form of a normalised group: the default namespace
 // is sent as an absent group, as Fibril does.
 func groupOpt(group string) wire.Optional[string] {
+	// Sending "default" back would make a client that compares names see two
+	// spellings of one queue.
 	if group == "" {
 		return wire.Optional[string]{}
 	}
@@ -94,6 +99,8 @@ func (s *Session) handlePublish(now int64, requestID uint64, a *publishArgs) {
 	// The content-type header is folded into the content type before the
 	// reserved-header check (PROTOCOL 7.12).
 	ct, headers := wire.NormalizeContentType(a.contentType, a.headers)
+	// Reserved keys are system metadata (PROTOCOL 7.12) set by the broker;
+	// a client forging them could fake what the broker says of a message.
 	if key, reserved := headers.ReservedKey(); reserved {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: fmt.Sprintf(
 			"reserved header %q: keys starting with 'fibril.' (except 'fibril.client.') or 'stroma.' are set by the broker only", key)})
@@ -101,6 +108,8 @@ func (s *Session) handlePublish(now int64, requestID uint64, a *publishArgs) {
 	}
 	// Durations and deadlines become int64 ms in the core: a u64 past 2^62
 	// would overflow (or go negative) once added to a clock.
+	// Only a confirmed publish holds a pending slot; an unconfirmed one costs
+	// the session nothing once handed on, so it is never refused for this.
 	if a.confirm && len(s.pending) >= pendingOpsMax {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInternal, Message: msgTooManyPending})
 		return
@@ -109,6 +118,8 @@ func (s *Session) handlePublish(now int64, requestID uint64, a *publishArgs) {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: "ttl_ms too large"})
 		return
 	}
+	// not_before is absolute Unix ms; past 2^62 it could not become an int64
+	// deadline, and a wrapped negative one would deliver at once.
 	if a.delayed && a.notBeforeMs > textPayloadNumberMax {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: "not_before too large"})
 		return
@@ -134,6 +145,8 @@ func (s *Session) handlePublish(now int64, requestID uint64, a *publishArgs) {
 	if a.confirm {
 		pr.req.Token = s.newToken()
 		s.pending[pr.req.Token] = pendingOp{kind: opPublish, gen: s.gen, requestID: requestID, queue: q}
+		// Queued for ordering now, at arrival: confirms leave in arrival order
+		// across partitions (PROTOCOL 7.2, session_confirm.go).
 		s.confirmQueued(pr.req.Token)
 	}
 	pr.req.Input = &pr.in
@@ -160,10 +173,15 @@ func (s *Session) handleSubscribe(requestID uint64, m *wire.Subscribe) {
 	}
 	// PROTOCOL 5.6's order: the duplicate check comes before the cohort
 	// checks. A pending subscribe counts: a second one would orphan it.
+	// One subscription per (session, queue partition): the partition keys
+	// its consumers by SubID, but ACKs name only the queue, so two would make
+	// an ACK ambiguous.
 	if _, dup := s.subs[q]; dup {
 		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeConflict, Message: "already subscribed"})
 		return
 	}
+	// Cohorts (PROTOCOL 7.6) are not implemented: refusing beats silently
+	// treating an exclusive consumer as a shared one.
 	if m.ConsumerGroup.Present {
 		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: msgCohorts})
 		return
@@ -188,9 +206,14 @@ func (s *Session) newSub(q core.QueueID, prefetch uint32, autoAck bool) (*sessio
 	if len(s.pending) >= pendingOpsMax {
 		return nil, msgTooManyPending
 	}
+	// Every subscription costs held deliveries and a skeleton entry that is
+	// persisted; the limit keeps one client from growing both without bound.
 	if len(s.subs) >= s.cfg.SubscriptionsPerSessionMax {
 		return nil, fmt.Sprintf("too many subscriptions on this session (limit %d)", s.cfg.SubscriptionsPerSessionMax)
 	}
+	// Sequence numbers are never reused within a session (a reused SubID
+	// could take a late delivery meant for a closed subscription), so running
+	// out is final for this session.
 	if s.subSeq+1 >= 1<<subSeqBits {
 		return nil, "this session has used up its subscription ids: reconnect without resuming"
 	}
@@ -208,6 +231,8 @@ func (s *Session) newSub(q core.QueueID, prefetch uint32, autoAck bool) (*sessio
 // subscribe sends (or queues behind the partition's Open) a Subscribe.
 func (s *Session) subscribe(sub *sessionSub, token uint64) {
 	sessionAssert(s.pending[token].subID == sub.id, "a subscribe sent without its pending token")
+	// subscribeSent lets settles route from now on: they queue behind the
+	// Subscribe on the same partition path, which keeps them after it.
 	sub.subscribeSent, sub.token = true, token
 	s.toPartition(sub.key, queuedRequest{token: token, kind: opSubscribe,
 		input: &core.Subscribe{SubID: sub.id, Prefetch: sub.prefetch, AutoAck: sub.autoAck}})
@@ -224,6 +249,8 @@ func (s *Session) handleAck(m *wire.Ack) {
 	// bounds the batch): the session only routes.
 	sessionAssert(s.subsByID[sub.id] == sub, "an ack routed to a dropped subscription")
 	// The envelope message and its input in one allocation (hot path).
+	// No token: an ACK is never answered (PROTOCOL 5.9), so it holds no
+	// pending slot and cannot be refused for backpressure.
 	ar := &ackRequest{in: core.Ack{SubID: sub.id, Tags: m.Tags}}
 	ar.req.Input = &ar.in
 	s.toPartition(sub.key, queuedRequest{input: &ar.in, req: &ar.req})
@@ -238,6 +265,8 @@ type ackRequest struct {
 // handleNack: not_before without requeue is refused before the lookup,
 // with the NACK's request id (PROTOCOL 5.10); nothing is settled.
 func (s *Session) handleNack(requestID uint64, m *wire.Nack) {
+	// not_before only means something for a retry; with requeue false the
+	// message is failed, and accepting a deadline would suggest otherwise.
 	if m.NotBeforeMs.Present && !m.Requeue {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: core.ErrNotBeforeWithoutRetry.Error()})
 		return
@@ -303,6 +332,9 @@ func (s *Session) handleDeclare(requestID uint64, d *wire.DeclareQueue) {
 		msg.PartitionCount = d.PartitionCount.Value
 	}
 	sessionAssert(msg.PartitionCount >= 1, "a declare of no partitions")
+	// Checked here as well as in the Node so the 400 comes with this
+	// session's message text and costs no Node round trip; the Node's check
+	// stays the authority.
 	if msg.PartitionCount > s.cfg.PartitionsPerQueueMax {
 		s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid,
 			Message: fmt.Sprintf("partition_count %d exceeds the limit of %d", msg.PartitionCount, s.cfg.PartitionsPerQueueMax)})
@@ -314,6 +346,8 @@ func (s *Session) handleDeclare(requestID uint64, d *wire.DeclareQueue) {
 	}
 	msg.Token = s.newToken()
 	s.pending[msg.Token] = pendingOp{kind: opDeclare, gen: s.gen, requestID: requestID}
+	// The Node answers only once the record is durable (node_catalog.go): a
+	// DECLARE_QUEUE_OK ("stored", PROTOCOL 5.13) a crash could take back is a lie.
 	s.out(NodeAddr(), msg)
 }
 
@@ -340,6 +374,8 @@ func dlqPolicyOf(q core.QueueID, p wire.DLQPolicy) (core.DLQPolicy, string) {
 // (an existing queue keeps its own).
 func (s *Session) onDeclared(m *Declared) {
 	op, ok := s.pending[m.Token]
+	// The token's attachment ended (pending is cleared with it): the answer
+	// has nobody to go to, and the declaration stands regardless.
 	if !ok {
 		return
 	}

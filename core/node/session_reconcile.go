@@ -37,12 +37,16 @@ type reconcileRun struct {
 func (s *Session) handleReconcile(requestID uint64, rc *wire.ReconcileClient) bool {
 	run := &reconcileRun{gen: s.gen, requestID: requestID, building: true}
 	// Server subscriptions the client does not list end server-side.
+	// A copy: entries are deleted as the client's list names them, and the
+	// session's own map must not lose subscriptions while being matched.
 	unlisted := make(map[subKey]*sessionSub, len(s.subs))
 	for k, v := range s.subs {
 		unlisted[k] = v
 	}
 	seen := make(map[subKey]bool, len(rc.Subscriptions))
 	for _, cs := range rc.Subscriptions {
+		// A name that does not validate cannot name a server subscription, so
+		// the table's "server lacks it, otherwise" row applies (PROTOCOL 7.8).
 		q, err := queueOf(cs.Topic, cs.Group, cs.Partition)
 		if err != nil {
 			run.entries = append(run.entries, closeClient(cs, wire.ReasonServerMissing, "server_missing"))
@@ -68,6 +72,9 @@ func (s *Session) handleReconcile(requestID uint64, rc *wire.ReconcileClient) bo
 	}
 	run.building = false
 	if run.waiting > 0 {
+		// The gate stays shut until the result: a DELIVER of a restored
+		// subscription before RECONCILE_RESULT would name a sub id the client has
+		// not been told to re-key to.
 		if !s.gateOpen {
 			s.reconciling++
 		}
@@ -83,6 +90,8 @@ func (s *Session) handleReconcile(requestID uint64, rc *wire.ReconcileClient) bo
 // supported yet).
 func (s *Session) reconcileOne(run *reconcileRun, policy wire.ReconcilePolicy, q core.QueueID, cs wire.ReconcileSub, sub *sessionSub) {
 	switch {
+	// Matching by (topic, partition, group) as PROTOCOL 7.8 says, not by
+	// sub id: the client's ids are from before the reconnect.
 	case sub != nil && sub.autoAck == cs.AutoAck && sub.prefetch == cs.Prefetch:
 		code, reason := wire.ReasonMatched, "matched"
 		if sub.id != cs.SubID {
@@ -111,6 +120,8 @@ func (s *Session) reconcileOne(run *reconcileRun, policy wire.ReconcilePolicy, q
 		run.restored = append(run.restored, restored)
 		run.waiting++
 		s.subscribe(restored, token)
+	// Only manual-ack: its unsettled messages redeliver, so recreating loses
+	// nothing; an auto-ack one's settled messages are gone either way.
 	case !cs.AutoAck:
 		// Standalone: this broker owns every partition.
 		run.entries = append(run.entries, wire.ReconcileEntry{Client: wire.Some(cs), Action: wire.ReconcileRecreateClientSide,
@@ -161,6 +172,8 @@ func (s *Session) finishReconcile(run *reconcileRun) {
 		return // the result overflowed the outbox and the cut ended the session
 	}
 	for _, sub := range run.restored {
+		// A restored subscription may have been closed (SubscriptionEnded, a
+		// bounce) before the result: announcing it would revive a ghost.
 		if s.subsByID[sub.id] == sub && sub.active {
 			s.announce(sub)
 		}
@@ -176,6 +189,8 @@ func (s *Session) finishReconcile(run *reconcileRun) {
 // deliveries requeue at once.
 func (s *Session) unsubscribe(sub *sessionSub) {
 	s.dropSub(sub)
+	// Through toPartition, not straight out: if the Subscribe still waits
+	// behind an Open, the Unsubscribe must queue after it, not overtake it.
 	s.toPartition(sub.key, queuedRequest{input: &core.Unsubscribe{SubID: sub.id}})
 }
 

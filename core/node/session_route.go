@@ -26,6 +26,8 @@ import (
 // Limits and guide messages of the partition path.
 const (
 	// openWaitingMax bounds requests queued behind one partition's Open.
+	// 4096 absorbs a burst of publishes while a partition loads, yet caps what
+	// one stuck load can pin in memory; past it the client gets a retryable 500.
 	openWaitingMax      = 4096
 	msgPartitionGone    = "broker-side failure (retry later): the queue partition is not loaded any more"
 	msgOpenBacklog      = "broker-side failure (retry later): too many requests wait for this queue partition to load"
@@ -37,6 +39,8 @@ const (
 type opKind uint8
 
 const (
+	// opNone is the zero value, so a pendingOp looked up and not found never
+	// passes for a real one.
 	opNone      opKind = 0
 	opPublish   opKind = 1
 	opSubscribe opKind = 2
@@ -104,6 +108,8 @@ type queuedRequest struct {
 // bound, so its sort stays off the common path.
 func (s *Session) forgetIdleOpens() {
 	for _, q := range sortedOpenKeys(s.opens) {
+		// Opens still pending keep their queue of requests; forgetting one would
+		// strand those requests unanswered.
 		if o := s.opens[q]; o.opened && s.subs[q] == nil {
 			delete(s.opens, q)
 		}
@@ -139,10 +145,14 @@ func (s *Session) toPartition(q core.QueueID, r queuedRequest) {
 			s.failRequest(r, wire.CodeInternal, msgTooManyOpens)
 			return
 		}
+		// A fresh token per Open: an answer to an earlier, forgotten Open of the
+		// same queue must not release this one's requests.
 		o = &partitionOpen{token: s.newToken()}
 		s.opens[q] = o
 		s.out(NodeAddr(), &Open{Token: o.token, Topic: q.Topic, Group: q.Group, Partition: q.Partition})
 	}
+	// Once opened, requests go straight out: FIFO per (session, partition)
+	// pair keeps them after everything queued before.
 	if o.opened {
 		s.out(PartitionAddr(q), r.request())
 		return
@@ -206,6 +216,8 @@ func (s *Session) failRequest(r queuedRequest, code wire.ErrorCode, msg string) 
 // expects (SUBSCRIBE_ERR for a subscribe that decoded, ERROR otherwise,
 // PROTOCOL 6.1); a restore's failure becomes its reconcile entry.
 func (s *Session) failOp(token uint64, code wire.ErrorCode, msg string) {
+	// A done confirm waits only for its turn in the order: a second answer
+	// (a bounce crossing the Response) must not overwrite its result.
 	op, ok := s.pending[token]
 	if !ok || op.confirm.done {
 		return
@@ -215,6 +227,8 @@ func (s *Session) failOp(token uint64, code wire.ErrorCode, msg string) {
 	case opPublish:
 		// The durable append failed: a confirm failure, in its turn.
 		s.confirmDone(token, op, confirmResult{done: true, failed: true, errCode: code, errMsg: msg})
+	// The subscription never became active on the partition, so it is dropped
+	// without an Unsubscribe; a later SUBSCRIBE is not refused as a duplicate.
 	case opSubscribe:
 		if sub := s.subsByID[op.subID]; sub != nil {
 			s.dropSub(sub)
@@ -307,6 +321,8 @@ func (s *Session) announce(sub *sessionSub) {
 func (s *Session) onDeliveries(m *Deliveries) {
 	sub := s.subsByID[m.SubID]
 	if sub == nil || sub.key != m.Queue {
+		// Handing it back at once lets the partition requeue now; waiting for the
+		// lease to expire would burn a retry count on a message nobody saw.
 		s.out(PartitionAddr(m.Queue), &Request{Input: &core.Unsubscribe{SubID: m.SubID}})
 		return
 	}
@@ -333,6 +349,8 @@ func (s *Session) onDeliveries(m *Deliveries) {
 func (s *Session) hold(sub *sessionSub, d core.Delivery) {
 	sessionAssert(s.subsByID[sub.id] == sub, "holding for a subscription the session dropped")
 	sessionAssert(d.SubID == sub.id, "holding a delivery of another subscription")
+	// max(prefetch, 1): PROTOCOL 5.6 treats prefetch 0 as 1, and so does the
+	// partition's lease limit, so at least one is held.
 	if !sub.autoAck && len(sub.held) >= int(max(sub.prefetch, 1)) {
 		// The partition never leases more than prefetch to one
 		// subscription, so the oldest held one has expired there (a
@@ -348,6 +366,8 @@ func (s *Session) hold(sub *sessionSub, d core.Delivery) {
 	sub.held = append(sub.held, d)
 	s.heldBytes += len(d.Body.Payload)
 	s.heldCount++
+	// Ending releases every lease at the partitions (their Unsubscribes), so
+	// the messages go to other consumers instead of waiting on this one.
 	if s.heldBytes > s.cfg.OutboxBytesMax || s.heldCount > heldDeliveriesMax {
 		// A session nobody reads cannot hold without bound.
 		s.end()
@@ -365,6 +385,8 @@ func (s *Session) flushHeld() {
 		if sub == nil || !sub.announced || len(sub.held) == 0 {
 			continue
 		}
+		// flushSub may cut the connection (outbox bound); stop rather than hold
+		// the rest against a connection that is gone.
 		if s.conn == 0 || !s.gateOpen {
 			return
 		}
@@ -450,6 +472,8 @@ func (s *Session) onSubscriptionEnded(m *SubscriptionEnded) {
 func (s *Session) closeSub(sub *sessionSub, code wire.ReasonCode, msg string) {
 	sessionAssert(!s.ended, "an ended session has no subscriptions to close")
 	s.dropSub(sub)
+	// An unannounced subscription's id was never told to the client, so a
+	// SUBSCRIPTION_CLOSED for it would name an id the client cannot match.
 	if s.conn != 0 && sub.announced {
 		s.push(wire.OpSubscriptionClosed, s.nextServerReqID(), &wire.SubscriptionClosed{SubID: sub.id, Code: code, Message: msg})
 	}
@@ -468,6 +492,8 @@ func (s *Session) onBounced(now int64, env Envelope) {
 	sessionAssert(ok, "only a partition request can bounce")
 	sessionAssert(env.To.Kind == AddrPartition, "the Node never bounces a session's envelope")
 	q := env.To.Queue
+	// The partition was unloaded (or failed): the cached Open is stale, and
+	// keeping it would send every later request into the void.
 	if o := s.opens[q]; o != nil && o.opened {
 		delete(s.opens, q) // the next use opens it again
 	}
@@ -475,6 +501,8 @@ func (s *Session) onBounced(now int64, env Envelope) {
 	if req.Token != 0 {
 		s.failOp(req.Token, wire.CodeInternal, msgPartitionGone)
 	}
+	// The partition that held the subscription is gone, and with it the
+	// leases: the client must subscribe again to get deliveries.
 	if sub := s.subs[q]; sub != nil && sub.active {
 		s.closeSub(sub, wire.ReasonServerError, "the queue partition is not loaded any more; subscribe again")
 	}
@@ -529,6 +557,9 @@ func (s *Session) dropUnannounced() {
 func (s *Session) pauseSubscriptions(paused bool) {
 	for _, key := range sortedSubKeys(s.subs) {
 		sub := s.subs[key]
+		// A subscription not yet sent gets its state with the Subscribe itself;
+		// pausing it first would queue a PauseSubscription the partition cannot
+		// match to anything.
 		if sub.paused == paused || !sub.subscribeSent {
 			continue
 		}
@@ -549,6 +580,8 @@ func (s *Session) skeletonChanged() {
 	sessionAssert(!s.ended, "an ended session has no skeleton to change")
 	msg := &SkeletonChanged{Subs: make([]SkeletonSub, 0, len(s.subs))}
 	for _, key := range sortedSubKeys(s.subs) {
+		// Only active subscriptions go into the skeleton: one the partition never
+		// accepted cannot be restored after a restart.
 		if sub := s.subs[key]; sub.active {
 			msg.Subs = append(msg.Subs, SkeletonSub{Queue: key, Prefetch: sub.prefetch, AutoAck: sub.autoAck})
 		}
