@@ -193,7 +193,8 @@ func TestRecoverRejectsBrokenLogs(t *testing.T) {
 func TestCoreIsPure(t *testing.T) {
 	forbidden := map[string]bool{"os": true, "net": true, "net/http": true, "syscall": true, "sync": true, "sync/atomic": true,
 		"math/rand": true, "math/rand/v2": true, "crypto/rand": true, "io/ioutil": true, "os/exec": true, "log": true, "log/slog": true,
-		"github.com/quic-go/quic-go": true, "github.com/tidwall/wal": true, "time": true, "unsafe": true}
+		"github.com/quic-go/quic-go": true, "github.com/tidwall/wal": true, "time": true, "unsafe": true,
+		"io": true, "bufio": true}
 	files, _ := filepath.Glob("*.go")
 	// core/node holds the node, session and host machines: pure too.
 	nodeFiles, _ := filepath.Glob(filepath.Join("node", "*.go"))
@@ -217,18 +218,22 @@ func TestCoreIsPure(t *testing.T) {
 		checked++
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
-			if forbidden[path] || strings.HasPrefix(path, "github.com/quic-go/") {
+			if forbidden[path] || strings.HasPrefix(path, "github.com/quic-go/") || strings.HasPrefix(path, "github.com/fibril-go/fibril/io/") {
 				t.Errorf("%s imports %s", name, path)
 			}
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
-			switch n.(type) {
+			switch n := n.(type) {
 			case *ast.GoStmt:
 				t.Errorf("%s starts a goroutine", name)
 			case *ast.SelectStmt:
 				t.Errorf("%s selects on channels", name)
 			case *ast.ChanType:
 				t.Errorf("%s uses a channel", name)
+			case *ast.SelectorExpr:
+				if id, ok := n.X.(*ast.Ident); ok && id.Name == "time" {
+					t.Errorf("%s uses time.%s", name, n.Sel.Name)
+				}
 			}
 			return true
 		})
