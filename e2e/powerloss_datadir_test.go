@@ -14,10 +14,9 @@ import (
 // directory that does not exist yet creates it (and its parents); once New
 // returned and Close flushed, a power loss must not take the directory and
 // the Node log in it. The power-loss loop reported this as a hole (it had to
-// create its data directory durably itself). Two things make the entries
-// durable now: broker.New fsyncs the data directory and its ancestors, and
-// storage's Open fsyncs every ancestor of a log directory; with both taken
-// out the lazy filesystem drops the data directory at a seeded chance.
+// create its data directory durably itself). storage's Open fsyncs every
+// ancestor of a log directory, the Node log's included; without that the
+// lazy filesystem drops the data directory at a seeded chance.
 func TestPowerLossKeepsAFreshDataDirectory(t *testing.T) {
 	requireFUSE(t)
 	base := t.TempDir()

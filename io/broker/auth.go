@@ -250,22 +250,3 @@ func (w *authWorkers) close() {
 	w.mu.Unlock()
 	w.done.Wait()
 }
-
-// syncDirAndAncestors fsyncs dir and every directory above it, so that a
-// directory MkdirAll just made (with any parents) survives a power loss.
-func syncDirAndAncestors(dir string) error {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return err
-	}
-	for {
-		if err := syncDir(abs); err != nil {
-			return err
-		}
-		parent := filepath.Dir(abs)
-		if parent == abs {
-			return nil
-		}
-		abs = parent
-	}
-}

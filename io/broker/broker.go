@@ -92,13 +92,9 @@ func New(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	// MkdirAll may have made the data directory and parents of it: their
-	// entries must be durable before anything in them is, or a power loss
-	// right after the first start takes the users, the Node log and every
-	// queue with them (found by the power-loss loop).
-	if err := syncDirAndAncestors(cfg.DataDir); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
+	// MkdirAll may have made the data directory and parents of it: the
+	// Node log's storage.Open below fsyncs every ancestor of its directory,
+	// so their entries are durable before New returns.
 	users, err := openUserStore(cfg.DataDir, cfg.Users)
 	if err != nil {
 		return nil, err
