@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/fibril-go/fibril/e2e/lazyfs"
 	"github.com/fibril-go/fibril/io/broker"
 )
 
@@ -18,20 +17,7 @@ import (
 // ancestor of a log directory, the Node log's included; without that the
 // lazy filesystem drops the data directory at a seeded chance.
 func TestPowerLossKeepsAFreshDataDirectory(t *testing.T) {
-	requireFUSE(t)
-	base := t.TempDir()
-	mnt, disk := filepath.Join(base, "mnt"), filepath.Join(base, "disk")
-	for _, d := range []string{mnt, disk} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	seed := uint64(envInt("FIBRIL_E2E_POWERLOSS_SEED", 1))
-	fsys, err := lazyfs.Mount(mnt, disk, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fsys.Unmount()
+	fsys, mnt := mountLazy(t, uint64(envInt("FIBRIL_E2E_POWERLOSS_SEED", 1)))
 	const rounds = 8
 	for round := 0; round < rounds; round++ {
 		data := filepath.Join(mnt, "fresh-"+strconv.Itoa(round), "data")

@@ -3,12 +3,10 @@ package e2e
 import (
 	"bufio"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/fibril-go/fibril/e2e/lazyfs"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -21,20 +19,7 @@ import (
 // identity must get resumed_after_restart with the same client id and
 // owner id (PROTOCOL 7.7), and the declared queue must still be there.
 func TestPowerLossKeepsSessionSkeletons(t *testing.T) {
-	requireFUSE(t)
-	base := t.TempDir()
-	mnt, disk := filepath.Join(base, "mnt"), filepath.Join(base, "disk")
-	for _, d := range []string{mnt, disk} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	seed := uint64(envInt("FIBRIL_E2E_POWERLOSS_SEED", 1))
-	fsys, err := lazyfs.Mount(mnt, disk, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fsys.Unmount()
+	fsys, mnt := mountLazy(t, uint64(envInt("FIBRIL_E2E_POWERLOSS_SEED", 1)))
 	fsys.SetSyncDelay(powerSyncDelay)
 	b := &brokerProc{t: t, bin: fibrilBin, dataDir: filepath.Join(mnt, "data"), port: freePort(t), snapshotEntriesMin: powerSnapshotMin}
 	if err := b.start(); err != nil {

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/fibril-go/fibril/core"
-	"github.com/fibril-go/fibril/e2e/lazyfs"
 	"github.com/fibril-go/fibril/io/logstore"
 )
 
@@ -24,20 +23,7 @@ import (
 // entry of the queue with them (seen in the loop: confirmed messages lost
 // and their offsets reused).
 func TestPowerLossKeepsNewQueueDirectories(t *testing.T) {
-	requireFUSE(t)
-	base := t.TempDir()
-	mnt, disk := filepath.Join(base, "mnt"), filepath.Join(base, "disk")
-	for _, d := range []string{mnt, disk} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	seed := uint64(envInt("FIBRIL_E2E_POWERLOSS_SEED", 1))
-	fsys, err := lazyfs.Mount(mnt, disk, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fsys.Unmount()
+	fsys, mnt := mountLazy(t, uint64(envInt("FIBRIL_E2E_POWERLOSS_SEED", 1)))
 	data := filepath.Join(mnt, "data")
 	if err := os.Mkdir(data, 0o755); err != nil {
 		t.Fatal(err)
@@ -69,7 +55,7 @@ func TestPowerLossKeepsNewQueueDirectories(t *testing.T) {
 		}
 		if len(rec.Entries) != 1 {
 			log.Close()
-			t.Fatalf("round %d (seed %d): a synced entry is gone after the power loss (%d entries back; %s)", round, seed, len(rec.Entries), report)
+			t.Fatalf("round %d (seed %d): a synced entry is gone after the power loss (%d entries back; %s)", round, fsys.Seed(), len(rec.Entries), report)
 		}
 		log.Close()
 	}

@@ -79,6 +79,31 @@ func envInt(name string, def int) int {
 
 // requireFUSE skips without FUSE, except in CI (CI=true), where the
 // power-loss tests must fail loudly rather than vanish.
+// mountLazy mounts a lazy filesystem with seed over a fresh temporary
+// directory (its disk in another) and unmounts it when the test ends; it
+// returns the filesystem and its mount point.
+func mountLazy(t testing.TB, seed uint64) (*lazyfs.FS, string) {
+	t.Helper()
+	requireFUSE(t)
+	base := t.TempDir()
+	mnt, disk := filepath.Join(base, "mnt"), filepath.Join(base, "disk")
+	for _, d := range []string{mnt, disk} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsys, err := lazyfs.Mount(mnt, disk, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := fsys.Unmount(); err != nil {
+			t.Errorf("unmounting the lazy filesystem: %v", err)
+		}
+	})
+	return fsys, mnt
+}
+
 func requireFUSE(t testing.TB) {
 	t.Helper()
 	if err := lazyfs.Available(); err != nil {
@@ -297,18 +322,7 @@ type partOffset struct {
 }
 
 func runPowerLoss(t *testing.T, cfg powerLossConfig) *powerLossResult {
-	requireFUSE(t)
-	base := t.TempDir()
-	mnt, disk := filepath.Join(base, "mnt"), filepath.Join(base, "disk")
-	for _, d := range []string{mnt, disk} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fsys, err := lazyfs.Mount(mnt, disk, cfg.seed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fsys, mnt := mountLazy(t, cfg.seed)
 	fsys.SetSyncDelay(powerSyncDelay)
 	l := &powerLoop{t: t, cfg: cfg, fs: fsys, res: &powerLossResult{}, rng: rand.New(rand.NewPCG(cfg.seed, 2)),
 		rec: newRecorder("powerloss", cfg.seed, powerLeaseMs, powerQuietMs), payloads: map[uint64][]byte{},
@@ -329,12 +343,7 @@ func runPowerLoss(t *testing.T, cfg powerLossConfig) *powerLossResult {
 	if cfg.mutant != "" {
 		l.broker.env = []string{"FIBRIL_MUTANT=" + cfg.mutant}
 	}
-	t.Cleanup(func() {
-		l.broker.kill()
-		if err := fsys.Unmount(); err != nil {
-			t.Errorf("unmounting the lazy filesystem: %v", err)
-		}
-	})
+	t.Cleanup(l.broker.kill) // runs before mountLazy's unmount (cleanups run last-in first-out)
 	for _, q := range powerQueues {
 		l.rec.addQueue(checker.QueueSpec{Topic: q.topic, Partitions: int(q.partitions), MaxRetries: queueMaxRetries,
 			DLQKind: uint8(core.DLQDiscard)})
