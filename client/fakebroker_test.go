@@ -266,9 +266,16 @@ func (fb *fakeBroker) deliverRequestID(tag uint64) uint64 {
 	return fb.tagRequestID[tag]
 }
 
-// next returns the next recorded frame other than the handshake (HELLO, AUTH),
-// heartbeats and TOPOLOGY requests, which tests check with expectOp.
-func (fb *fakeBroker) next(t *testing.T) recorded {
+// frameSkip says which recorded frames a test's read passes over.
+type frameSkip struct {
+	handshake bool // HELLO and AUTH
+	probes    bool // bare DECLARE_QUEUEs the client sends to learn a count
+}
+
+// nextSkipping returns the next recorded frame that skip does not pass
+// over; heartbeats and TOPOLOGY requests are always passed over (tests
+// check those with expectOp).
+func (fb *fakeBroker) nextSkipping(t *testing.T, skip frameSkip) recorded {
 	t.Helper()
 	timer := time.NewTimer(testTimeout)
 	defer timer.Stop()
@@ -276,10 +283,14 @@ func (fb *fakeBroker) next(t *testing.T) recorded {
 		select {
 		case f := <-fb.frames:
 			switch f.h.Opcode {
-			case wire.OpHello, wire.OpAuth, wire.OpPing, wire.OpPong, wire.OpTopology:
+			case wire.OpPing, wire.OpPong, wire.OpTopology:
 				continue
+			case wire.OpHello, wire.OpAuth:
+				if skip.handshake {
+					continue
+				}
 			}
-			if routingProbe(f) {
+			if skip.probes && routingProbe(f) {
 				continue
 			}
 			return f
@@ -288,6 +299,13 @@ func (fb *fakeBroker) next(t *testing.T) recorded {
 			return recorded{}
 		}
 	}
+}
+
+// next returns the next recorded frame other than the handshake (HELLO,
+// AUTH), heartbeats, TOPOLOGY requests and routing probes.
+func (fb *fakeBroker) next(t *testing.T) recorded {
+	t.Helper()
+	return fb.nextSkipping(t, frameSkip{handshake: true, probes: true})
 }
 
 // expect returns the next recorded frame and checks its opcode.
@@ -573,28 +591,11 @@ func (fb *fakeBroker) lastIdentity() wire.ResumeIdentity {
 	return fb.identity
 }
 
-// nextFrame returns the next recorded frame of any kind but heartbeats and
-// TOPOLOGY, so a test can check the handshake's order.
+// nextFrame returns the next recorded frame of any kind but heartbeats,
+// TOPOLOGY and routing probes, so a test can check the handshake's order.
 func (fb *fakeBroker) nextFrame(t *testing.T) recorded {
 	t.Helper()
-	timer := time.NewTimer(testTimeout)
-	defer timer.Stop()
-	for {
-		select {
-		case f := <-fb.frames:
-			switch f.h.Opcode {
-			case wire.OpPing, wire.OpPong, wire.OpTopology:
-				continue
-			}
-			if routingProbe(f) {
-				continue
-			}
-			return f
-		case <-timer.C:
-			t.Fatal("timed out waiting for a frame from the client")
-			return recorded{}
-		}
-	}
+	return fb.nextSkipping(t, frameSkip{probes: true})
 }
 
 // routingProbe: a bare DECLARE_QUEUE (no setting) is how the client learns a
@@ -609,19 +610,5 @@ func routingProbe(f recorded) bool {
 // then the request under test).
 func (fb *fakeBroker) nextAny(t *testing.T) recorded {
 	t.Helper()
-	timer := time.NewTimer(testTimeout)
-	defer timer.Stop()
-	for {
-		select {
-		case f := <-fb.frames:
-			switch f.h.Opcode {
-			case wire.OpHello, wire.OpAuth, wire.OpPing, wire.OpPong, wire.OpTopology:
-				continue
-			}
-			return f
-		case <-timer.C:
-			t.Fatal("timed out waiting for a frame from the client")
-			return recorded{}
-		}
-	}
+	return fb.nextSkipping(t, frameSkip{handshake: true})
 }
