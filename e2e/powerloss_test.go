@@ -139,6 +139,9 @@ type powerLossConfig struct {
 	// snapshotEntriesMin is --snapshot-entries-min ("" for the loop's
 	// powerSnapshotMin).
 	snapshotEntriesMin string
+	// dropUnsyncedOps: every power loss drops every unsynced name
+	// (lazyfs.SetDropUnsyncedOps).
+	dropUnsyncedOps bool
 }
 
 // powerLossResult holds a run's figures and what it found.
@@ -324,6 +327,7 @@ type partOffset struct {
 func runPowerLoss(t *testing.T, cfg powerLossConfig) *powerLossResult {
 	fsys, mnt := mountLazy(t, cfg.seed)
 	fsys.SetSyncDelay(powerSyncDelay)
+	fsys.SetDropUnsyncedOps(cfg.dropUnsyncedOps)
 	l := &powerLoop{t: t, cfg: cfg, fs: fsys, res: &powerLossResult{}, rng: rand.New(rand.NewPCG(cfg.seed, 2)),
 		rec: newRecorder("powerloss", cfg.seed, powerLeaseMs, powerQuietMs), payloads: map[uint64][]byte{},
 		ttlMs: map[uint64]int64{}, confirm: map[uint64]partOffset{}, confirmedAt: map[uint64]int64{},

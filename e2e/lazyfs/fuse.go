@@ -44,10 +44,21 @@ type FS struct {
 	// a real disk: writes made meanwhile stay unsynced, so a power loss
 	// finds the unsynced tails a real one would.
 	syncDelayNs atomic.Int64
+	// dropUnsyncedOps: every namespace operation no directory fsync made
+	// durable is lost (the worst case a power loss may leave), instead of
+	// a seeded half of them.
+	dropUnsyncedOps atomic.Bool
 }
 
 // SetSyncDelay makes every fsync and fdatasync take d before it returns.
 func (f *FS) SetSyncDelay(d time.Duration) { f.syncDelayNs.Store(int64(d)) }
+
+// SetDropUnsyncedOps makes every later power loss drop every create,
+// rename and unlink whose directory was not fsynced, rather than keep a
+// seeded half: the adversary a test of a missing directory fsync needs, so
+// that it fails on the first power loss that finds one, not on a lucky
+// draw. The other choices stay seeded (the same draws are made).
+func (f *FS) SetDropUnsyncedOps(drop bool) { f.dropUnsyncedOps.Store(drop) }
 
 // Available says why FUSE cannot be used here (nil when it can): no
 // /dev/fuse, or neither root (who mounts directly) nor fusermount.
@@ -200,7 +211,7 @@ func (f *FS) PowerLoss(kill func()) (LossReport, error) {
 	f.mu.Lock()
 	f.losses++
 	report := LossReport{Seed: f.seed, Loss: f.losses}
-	after := f.tree.powerLoss(f.rng, &report)
+	after := f.tree.powerLoss(f.rng, &report, f.dropUnsyncedOps.Load())
 	f.mu.Unlock()
 	if err := writeTree(after, f.backing); err != nil {
 		return report, err

@@ -469,3 +469,25 @@ func snapshotDir(t *testing.T, dir string) map[string]string {
 	}))
 	return out
 }
+
+func TestDropUnsyncedOpsLosesEveryUnsyncedName(t *testing.T) {
+	f := mountT(t)
+	f.SetDropUnsyncedOps(true)
+	must(t, os.Mkdir(f.path("synced"), 0o755))
+	syncDir(t, f.mountpoint)
+	for round := 0; round < lossRounds; round++ {
+		data := pattern(3000, byte(round))
+		writeFile(t, f.path("synced/kept"), data, true)
+		syncDir(t, f.path("synced"))
+		writeFile(t, f.path("synced/lost"), data, true) // the file, not its name
+		lose(t, f)
+		if got := readOrNil(t, f.path("synced/lost")); got != nil {
+			t.Fatalf("round %d: a name whose directory was never fsynced survived a worst-case power loss", round)
+		}
+		if got := readOrNil(t, f.path("synced/kept")); !bytes.Equal(got, data) {
+			t.Fatalf("round %d: a durable name came back with %d bytes of %d", round, len(got), len(data))
+		}
+		must(t, os.Remove(f.path("synced/kept")))
+		syncDir(t, f.path("synced"))
+	}
+}

@@ -57,9 +57,10 @@ func (r LossReport) String() string {
 		r.Loss, r.Seed, r.TailsDropped, r.TailsClean, r.TailsZeros, r.TailsGarbage, r.BytesDropped, r.OpsKept, r.OpsDropped, r.Dropped)
 }
 
-// powerLoss returns what survives of t, drawing every choice from rng.
-func (t *tree) powerLoss(rng *rand.Rand, report *LossReport) *tree {
-	keep := t.drawOps(rng, report)
+// powerLoss returns what survives of t, drawing every choice from rng;
+// dropOps loses every unsynced namespace operation.
+func (t *tree) powerLoss(rng *rand.Rand, report *LossReport, dropOps bool) *tree {
+	keep := t.drawOps(rng, report, dropOps)
 	out := &tree{nextIno: 1, now: t.now}
 	memo := map[*inode]*inode{}
 	onPath := map[*inode]bool{}
@@ -68,8 +69,9 @@ func (t *tree) powerLoss(rng *rand.Rand, report *LossReport) *tree {
 }
 
 // drawOps decides, for every namespace operation no directory fsync made
-// fully durable, whether it survives (as a whole).
-func (t *tree) drawOps(rng *rand.Rand, report *LossReport) map[uint64]bool {
+// fully durable, whether it survives (as a whole); dropOps: none does
+// (the draw is still made, so the later choices are the seed's).
+func (t *tree) drawOps(rng *rand.Rand, report *LossReport, dropOps bool) map[uint64]bool {
 	ops := map[uint64]bool{}
 	seen := map[*inode]bool{}
 	var walk func(in *inode)
@@ -109,7 +111,7 @@ func (t *tree) drawOps(rng *rand.Rand, report *LossReport) map[uint64]bool {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	keep := make(map[uint64]bool, len(ids))
 	for _, id := range ids {
-		keep[id] = rng.IntN(2) == 0
+		keep[id] = rng.IntN(2) == 0 && !dropOps
 		if keep[id] {
 			report.OpsKept++
 		} else {
