@@ -95,6 +95,7 @@ type brokerHost struct {
 	// delivery with the entry that leased it.
 	leaseIndexes   []leaseMark
 	stepDeliveries []*core.Delivery // scratch: this step's deliveries
+	stepConfirms   []uint64         // scratch: this step's confirmed offsets
 	coreNowMs      int64
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/fibril-go/fibril/checker"
@@ -65,6 +66,28 @@ func triggerOf(msg node.Message) string {
 	return "deliver"
 }
 
+// recordConfirm notes a partition's confirm of a publish to a session; the
+// step's confirms are recorded together, in offset order, by
+// recordConfirms.
+func (b *Broker) recordConfirm(h *brokerHost, env *node.Envelope, m *node.Response) {
+	if m.Reply.Kind == core.ReplyPublished && env.To.Kind == node.AddrSession {
+		h.stepConfirms = append(h.stepConfirms, m.Reply.Offset)
+	}
+}
+
+// recordConfirms records the step's confirms in offset order. The Host
+// batches a step's answers per session, so its envelopes list them
+// session by session; they happened at one instant, in the order the
+// partition made them durable, which is offset order.
+func (b *Broker) recordConfirms(h *brokerHost) {
+	slices.Sort(h.stepConfirms)
+	for _, offset := range h.stepConfirms {
+		b.w.rec.add(checker.Event{Kind: checker.KindConfirm, Node: b.id, Part: h.shadow.part, MsgID: h.shadow.msgID(offset),
+			Offset: offset, NowMs: h.coreNowMs})
+	}
+	h.stepConfirms = h.stepConfirms[:0]
+}
+
 func (b *Broker) recordHostEffects(h *brokerHost, rd *node.Ready, trigger string) {
 	ps := h.shadow
 	h.leaseIndexes = h.leaseIndexes[:0]
@@ -76,9 +99,10 @@ func (b *Broker) recordHostEffects(h *brokerHost, rd *node.Ready, trigger string
 		env := &rd.Out[i]
 		switch m := env.Msg.(type) {
 		case *node.Response:
-			if m.Reply.Kind == core.ReplyPublished && env.To.Kind == node.AddrSession {
-				b.w.rec.add(checker.Event{Kind: checker.KindConfirm, Node: b.id, Part: ps.part, MsgID: ps.msgID(m.Reply.Offset),
-					Offset: m.Reply.Offset, NowMs: h.coreNowMs})
+			b.recordConfirm(h, env, m)
+		case *node.Responses:
+			for j := range m.Items {
+				b.recordConfirm(h, env, &m.Items[j])
 			}
 		case *node.Deliveries:
 			for j := range m.Items {
@@ -89,6 +113,7 @@ func (b *Broker) recordHostEffects(h *brokerHost, rd *node.Ready, trigger string
 				NowMs: h.coreNowMs, Text: "ended by the partition"})
 		}
 	}
+	b.recordConfirms(h)
 	b.recordDeliveries(h)
 	for _, s := range rd.Settled {
 		outcome := checker.OutcomeAcked

@@ -73,6 +73,16 @@ type Host struct {
 	// answers replaces one per answer. A handed-out Response is never
 	// written again (its receiver owns it), so sharing a block is safe.
 	responses []Response
+	// answered gathers, during one routeReplies, each session's answers
+	// in their order; flushed as one envelope per session.
+	answered    []sessionAnswers
+	repliesLeft int // replies of the step not routed yet, this one included
+}
+
+// sessionAnswers is one session's answers of one routeReplies.
+type sessionAnswers struct {
+	session SessionID
+	items   []Response
 }
 
 // responsesBlockLen is how many Responses one allocation holds.
@@ -243,9 +253,7 @@ func (h *Host) stepCore(in core.Input) {
 	assertHold(len(rd.Persist) == 0 || rd.Persist[0].Index == before+1, "entries reach storage contiguously")
 	assertHold(h.p.LastIndex() == before+uint64(len(rd.Persist)), "every entry appended is handed to storage")
 	h.rd.PersistEntries = append(h.rd.PersistEntries, rd.Persist...)
-	for i := range rd.Replies {
-		h.routeReply(&rd.Replies[i])
-	}
+	h.routeReplies(rd.Replies)
 	// Replies first: a SUBSCRIBE_OK precedes the subscription's first
 	// DELIVER (envelopes to one session keep their order).
 	for i := range rd.Deliveries {
@@ -258,8 +266,51 @@ func (h *Host) stepCore(in core.Input) {
 	h.coreWakeMs = rd.NextWakeMs
 }
 
-// routeReply answers whoever waits for r: a session (Response with its
-// Token) or the source of a dead-letter copy stored here.
+// routeReplies answers whoever waits for each reply. A session's answers
+// of one step leave as one envelope (Responses, or a Response when there
+// is one): a Persisted answers a whole round of publishes, and one
+// envelope and one session step per answer cost the broker more than the
+// answers themselves. Nothing else goes to a session while the replies are
+// routed, so the batch keeps its place in the (Host, session) FIFO.
+func (h *Host) routeReplies(replies []core.Reply) {
+	if len(replies) == 0 {
+		return
+	}
+	assertHold(len(h.answered) == 0, "answers of an earlier step were never sent")
+	for i := range replies {
+		h.repliesLeft = len(replies) - i
+		h.routeReply(&replies[i])
+	}
+	for i := range h.answered {
+		a := &h.answered[i]
+		if len(a.items) == 1 {
+			h.send(SessionAddr(a.session), &a.items[0])
+		} else {
+			h.send(SessionAddr(a.session), &Responses{Items: a.items})
+		}
+		// The slice went to the receiver with the envelope: never reuse it.
+		*a = sessionAnswers{}
+	}
+	h.answered = h.answered[:0]
+}
+
+// answer adds one answer to its session's batch of this step.
+func (h *Host) answer(session SessionID, token uint64, r *core.Reply) {
+	// Linear: a step answers few sessions, and the last one most often.
+	for i := len(h.answered) - 1; i >= 0; i-- {
+		if h.answered[i].session == session {
+			h.answered[i].items = append(h.answered[i].items, Response{Token: token, Reply: *r})
+			return
+		}
+	}
+	// Room for every reply left in the step: no doubling series, and in
+	// most steps (one or two sessions answered) no allocation of its own.
+	items := append(h.responseSlots(h.repliesLeft), Response{Token: token, Reply: *r})
+	h.answered = append(h.answered, sessionAnswers{session: session, items: items})
+}
+
+// routeReply answers whoever waits for r: a session (its batch of
+// answers, with its Token) or the source of a dead-letter copy stored here.
 func (h *Host) routeReply(r *core.Reply) {
 	ref, ok := h.refs[r.Ref]
 	if !ok {
@@ -268,7 +319,7 @@ func (h *Host) routeReply(r *core.Reply) {
 	delete(h.refs, r.Ref)
 	switch ref.kind {
 	case refSession:
-		h.send(SessionAddr(ref.session), h.newResponse(ref.token, r))
+		h.answer(ref.session, ref.token, r)
 	case refDeadLetter:
 		dl := ref.deadLetter
 		assertHold(dl.source != h.queue, "a queue never stores its own dead letters")
@@ -283,16 +334,21 @@ func (h *Host) routeReply(r *core.Reply) {
 	}
 }
 
-// newResponse hands out the next Response of the current block.
-func (h *Host) newResponse(token uint64, r *core.Reply) *Response {
-	if len(h.responses) == 0 {
+// responseSlots hands out room for n Responses from the current block (a
+// fresh slice when n is more than a block holds). The room is the
+// receiver's once sent, and never handed out again.
+func (h *Host) responseSlots(n int) []Response {
+	assertHold(n > 0, "room asked for no answer")
+	if n > responsesBlockLen {
+		return make([]Response, 0, n)
+	}
+	if len(h.responses) < n {
 		h.responses = make([]Response, responsesBlockLen)
 	}
-	resp := &h.responses[0]
-	h.responses = h.responses[1:]
-	assertHold(resp.Token == 0, "a Response of the block was handed out twice")
-	resp.Token, resp.Reply = token, *r
-	return resp
+	slots := h.responses[:0:n]
+	h.responses = h.responses[n:]
+	assertHold(slots[:1][0].Token == 0, "a Response of the block was handed out twice")
+	return slots
 }
 
 // routeDelivery adds d to its subscription's envelope of this step.
@@ -424,7 +480,7 @@ func (h *Host) onRequest(from Address, req *Request) {
 // onBounced: an envelope of ours found no receiver.
 func (h *Host) onBounced(env Envelope) {
 	switch msg := env.Msg.(type) {
-	case *Deliveries, *Response, *SubscriptionEnded:
+	case *Deliveries, *Response, *Responses, *SubscriptionEnded:
 		// The session is gone. Its subscriptions would otherwise stay
 		// registered as ghosts: every lease expiry would burn a retry until
 		// the message is dead-lettered unseen. End them all now, which

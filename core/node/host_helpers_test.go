@@ -169,6 +169,15 @@ func take[T Message](hh *hostHarness) ([]T, []Address) {
 			msgs = append(msgs, m)
 			to = append(to, env.To)
 		}
+		// A batch of answers counts as its Responses, in order.
+		if batch, ok := env.Msg.(*Responses); ok {
+			for i := range batch.Items {
+				if m, ok := Message(&batch.Items[i]).(T); ok {
+					msgs = append(msgs, m)
+					to = append(to, env.To)
+				}
+			}
+		}
 	}
 	hh.out = nil
 	return msgs, to

@@ -99,6 +99,15 @@ func (mc *hostMachine) checkEnvelope(t *rapid.T, env Envelope) {
 		if msg.Reply.Kind == core.ReplyError && msg.Reply.Err == core.ErrAlreadySubscribed {
 			return
 		}
+	case *Responses:
+		// A batch is for one session, with more than one answer (one goes
+		// as a Response), each checked as if sent alone.
+		if len(msg.Items) < 2 {
+			t.Fatalf("a batch of %d answers to %v", len(msg.Items), env.To)
+		}
+		for i := range msg.Items {
+			mc.checkEnvelope(t, Envelope{From: env.From, To: env.To, Msg: &msg.Items[i]})
+		}
 	case *DeadLetterOut:
 		if env.To != NodeAddr() || msg.Target.Topic != "dlq" {
 			t.Fatalf("dead letter %+v to %v", msg, env.To)

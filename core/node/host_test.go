@@ -390,3 +390,48 @@ func TestHostAcknowledgesDeclareSettings(t *testing.T) {
 		t.Fatalf("no Seq, no answer: %+v", acks)
 	}
 }
+
+func TestHostBatchesOneStepsAnswersPerSession(t *testing.T) {
+	hh := newHostHarness(t, testHostConfig(), testPartitionConfig("jobs"), DeclareSettings{})
+	hh.autoPersist = false
+	// Two sessions' publishes interleaved, made durable by one Persisted.
+	for i := uint64(1); i <= 3; i++ {
+		hh.publish(1, 10+i, "a")
+		hh.publish(2, 20+i, "b")
+	}
+	hh.publish(3, 31, "c")
+	hh.out = nil
+	hh.persist()
+	var batches []*Responses
+	var singles []*Response
+	var to []Address
+	for _, env := range hh.out {
+		switch m := env.Msg.(type) {
+		case *Responses:
+			batches = append(batches, m)
+			to = append(to, env.To)
+		case *Response:
+			singles = append(singles, m)
+		}
+	}
+	hh.out = nil
+	if len(batches) != 2 || to[0] != SessionAddr(1) || to[1] != SessionAddr(2) {
+		t.Fatalf("want one batch for each of sessions 1 and 2, got %d to %v", len(batches), to)
+	}
+	for b, batch := range batches {
+		if len(batch.Items) != 3 {
+			t.Fatalf("batch %d holds %d answers, want 3", b, len(batch.Items))
+		}
+		for i, r := range batch.Items {
+			// In the order the session asked, each with its own offset.
+			want := uint64(10*(b+1) + i + 1)
+			if r.Token != want || r.Reply.Kind != core.ReplyPublished || r.Reply.Offset != uint64(2*i+b) {
+				t.Fatalf("batch %d answer %d: %+v, want token %d", b, i, r, want)
+			}
+		}
+	}
+	// A session with one answer gets a plain Response.
+	if len(singles) != 1 || singles[0].Token != 31 {
+		t.Fatalf("single answers %+v", singles)
+	}
+}

@@ -126,6 +126,13 @@ type Response struct {
 	Reply core.Reply
 }
 
+// Responses carries, in order, several answers of one partition step to
+// one session (a Persisted answers a round of publishes at once); the
+// session takes them as that many Responses. The receiver owns Items.
+type Responses struct {
+	Items []Response
+}
+
 // Deliveries hands a batch of deliveries of one subscription to its
 // session. Bodies are owned by the envelope (the driver resolves stored
 // ones before the session sees them).
@@ -206,6 +213,7 @@ func (*SessionEnded) message()      {}
 func (*SkeletonChanged) message()   {}
 func (*Request) message()           {}
 func (*Response) message()          {}
+func (*Responses) message()         {}
 func (*Deliveries) message()        {}
 func (*SubscriptionEnded) message() {}
 func (*DeadLetterOut) message()     {}

@@ -257,6 +257,10 @@ func (s *Session) onEnvelope(now int64, msg Message) {
 		s.onShuttingDown(m)
 	case *Response:
 		s.onResponse(now, m)
+	case *Responses:
+		for i := range m.Items {
+			s.onResponse(now, &m.Items[i])
+		}
 	case *Deliveries:
 		s.onDeliveries(m)
 	case *SubscriptionEnded:
@@ -275,13 +279,23 @@ func (s *Session) onEnvelopeEnded(msg Message) {
 	case *Deliveries:
 		s.out(PartitionAddr(m.Queue), &Request{Input: &core.Unsubscribe{SubID: m.SubID}})
 	case *Response:
-		if m.Reply.Kind == core.ReplySubscribed {
-			// A subscribe that completed after the end would be a ghost.
-			if op, ok := s.pending[m.Token]; ok {
-				delete(s.pending, m.Token)
-				s.out(PartitionAddr(op.queue), &Request{Input: &core.Unsubscribe{SubID: op.subID}})
-			}
+		s.onResponseEnded(m)
+	case *Responses:
+		for i := range m.Items {
+			s.onResponseEnded(&m.Items[i])
 		}
+	}
+}
+
+// onResponseEnded: a subscribe that completed after the end would be a
+// ghost, so it is undone; every other answer has nobody to go to.
+func (s *Session) onResponseEnded(m *Response) {
+	if m.Reply.Kind != core.ReplySubscribed {
+		return
+	}
+	if op, ok := s.pending[m.Token]; ok {
+		delete(s.pending, m.Token)
+		s.out(PartitionAddr(op.queue), &Request{Input: &core.Unsubscribe{SubID: op.subID}})
 	}
 }
 

@@ -134,6 +134,17 @@ func (a *actor) take(done []mail) []mail {
 	return batch
 }
 
+// keepSpare gives a drained batch back as the mailbox's spare when it has
+// none, so that a claim handed to a new goroutine (which starts with no
+// batch of its own) does not make the mailbox grow a new slice each time.
+func (a *actor) keepSpare(batch []mail) {
+	a.mu.Lock()
+	if a.spare == nil {
+		a.spare = batch[:0]
+	}
+	a.mu.Unlock()
+}
+
 // actorFramesQueuedMax is the mailbox length past which a connection
 // reader waits before it reads on (frames queue only while another
 // goroutine drains the session: a reader must not outrun it without bound).
@@ -220,6 +231,7 @@ func (b *Broker) drain(a *actor, w *worklist) {
 		}
 		if steps >= actorStepsPerClaimMax {
 			clear(batch)
+			a.keepSpare(batch)
 			b.detached.Add(1)
 			go func() {
 				defer b.detached.Done()
