@@ -26,6 +26,8 @@ type Client struct {
 	addr   string
 	opts   ClientOptions
 	routes *routeCache
+	// streams is the catalogue of known streams (stream.go).
+	streams *streamCatalogue
 
 	dialSlot chan struct{} // capacity 1: held while (re)connecting
 
@@ -54,7 +56,7 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{addr: addr, opts: resolved, routes: newRouteCache(), dialSlot: make(chan struct{}, 1)}
+	c := &Client{addr: addr, opts: resolved, routes: newRouteCache(), streams: newStreamCatalogue(), dialSlot: make(chan struct{}, 1)}
 	eng, err := connect(ctx, addr, resolved, c.routes, nil)
 	if err != nil {
 		return nil, err
@@ -130,7 +132,7 @@ func (c *Client) install(eng *engine) {
 // reconnect attempt now, so the subscriptions resume without waiting for the
 // application's next operation.
 func (c *Client) onEngineLost(lost *engine) {
-	if len(lost.liveParts()) == 0 || c.opts.DisableAutoReconnect {
+	if (len(lost.liveParts()) == 0 && len(lost.liveStreamSubs()) == 0) || c.opts.DisableAutoReconnect {
 		return // nothing to resume in the background; the next operation redials
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.HandshakeTimeout)
@@ -174,10 +176,19 @@ func (c *Client) redial(ctx context.Context) (*engine, error) {
 	if !old.isClosed() {
 		panic("client: redial while the current engine is open")
 	}
+	// Streams are not reconciled (PROTOCOL §7.5): they are subscribed again
+	// once the new engine is installed.
+	streams := old.liveStreamSubs()
 	eng, err := connect(ctx, c.addr, c.opts, c.routes, planResume(old))
 	if err != nil {
 		old.closeSubscriptions(connectionLost(err))
 		return nil, err
+	}
+	attached := make([]*StreamSubscription, 0, len(streams))
+	for _, sub := range streams {
+		if sub.attach(eng) {
+			attached = append(attached, sub)
+		}
 	}
 	c.mu.Lock()
 	closed := c.closed
@@ -188,7 +199,11 @@ func (c *Client) redial(ctx context.Context) (*engine, error) {
 	if closed {
 		eng.shutdown(ErrClientClosed)
 		eng.closeSubscriptions(connectionLost(ErrClientClosed))
+		old.closeSubscriptions(connectionLost(ErrClientClosed))
 		return nil, ErrClientClosed
+	}
+	for _, sub := range attached {
+		go sub.resubscribe(eng)
 	}
 	return eng, nil
 }

@@ -14,6 +14,10 @@ package client
 //     ErrStaleDelivery; the broker redelivers the message.
 //   - Settling on a lost connection makes the client's one reconnect attempt
 //     (unless auto-reconnect is off) rather than failing at once.
+//   - A stream delivery settles only by ACK (a cursor commit by topic, partition
+//     and tag = offset, §5.9); its tag outlives the session, so it goes over the
+//     client's current connection whatever the resume outcome. Retry and Fail on
+//     it send nothing and return ErrStreamSettlement.
 
 import (
 	"context"
@@ -48,10 +52,12 @@ type Delivery struct {
 	requestID uint64                // the DELIVER's id, reused by the settlement
 	groupWire wire.Optional[string] // the group exactly as delivered
 	autoAck   bool
+	stream    bool // a Plexus stream record: only Ack settles it
 	settled   atomic.Bool
 }
 
-func newDelivery(e *engine, sub *Subscription, requestID uint64, d wire.Deliver) *Delivery {
+// newDelivery builds the application's view of a DELIVER that arrived on e.
+func newDelivery(e *engine, c *Client, autoAck bool, requestID uint64, d wire.Deliver) *Delivery {
 	headers := make(map[string]string, len(d.Headers))
 	for _, kv := range d.Headers {
 		headers[kv.Key] = kv.Value // last wins, as the broker stores them
@@ -76,12 +82,24 @@ func newDelivery(e *engine, sub *Subscription, requestID uint64, d wire.Deliver)
 		PublishedAt: time.UnixMilli(int64(d.PublishedMs)),
 		ReceivedAt:  time.UnixMilli(int64(d.PublishReceivedMs)),
 		sess:        e.sess,
-		client:      sub.client,
+		client:      c,
 		requestID:   requestID,
 		groupWire:   d.Group,
-		autoAck:     sub.autoAck,
+		autoAck:     autoAck,
 	}
 }
+
+// Ack acknowledges the delivery (ACK). On a stream delivery it commits a durable
+// cursor past this record (an ephemeral subscription's broker ignores it); on a
+// queue delivery it is Complete.
+func (d *Delivery) Ack(ctx context.Context) error { return d.Complete(ctx) }
+
+// Speculative reports whether a speculative-tier stream record may run ahead of
+// durability (the broker's fibril.speculative header is "1", PROTOCOL §5.8).
+func (d *Delivery) Speculative() bool { return d.Headers[wire.HeaderSpeculative] == "1" }
+
+// Stream reports whether the delivery is a Plexus stream record.
+func (d *Delivery) Stream() bool { return d.stream }
 
 // Complete acknowledges the delivery: the message is settled for good (ACK).
 func (d *Delivery) Complete(ctx context.Context) error {
@@ -93,12 +111,18 @@ func (d *Delivery) Complete(ctx context.Context) error {
 // Retry returns the message to the queue now, counting a retry (NACK requeue).
 // Past the queue's retry budget it is dead-lettered instead.
 func (d *Delivery) Retry(ctx context.Context) error {
+	if d.stream {
+		return ErrStreamSettlement
+	}
 	return d.settle(ctx, wire.OpNack, d.nack(true, wire.Optional[uint64]{}))
 }
 
 // RetryAfter returns the message to the queue, invisible for delay (NACK requeue
 // with not_before = now + delay). It counts as a retry.
 func (d *Delivery) RetryAfter(ctx context.Context, delay time.Duration) error {
+	if d.stream {
+		return ErrStreamSettlement
+	}
 	notBeforeMs := time.Now().Add(max(delay, 0)).UnixMilli()
 	return d.settle(ctx, wire.OpNack, d.nack(true, wire.Some(uint64(notBeforeMs))))
 }
@@ -106,6 +130,9 @@ func (d *Delivery) RetryAfter(ctx context.Context, delay time.Duration) error {
 // Fail settles the message as failed: it follows the queue's dead-letter policy
 // at once (NACK without requeue).
 func (d *Delivery) Fail(ctx context.Context) error {
+	if d.stream {
+		return ErrStreamSettlement
+	}
 	return d.settle(ctx, wire.OpNack, d.nack(false, wire.Optional[uint64]{}))
 }
 
@@ -120,7 +147,7 @@ func (d *Delivery) settle(ctx context.Context, op wire.Opcode, body wire.Body) e
 	if d.autoAck {
 		return ErrAutoAck
 	}
-	eng, err := d.sessionEngine(ctx)
+	eng, err := d.settleEngine(ctx)
 	if err != nil {
 		return err
 	}
@@ -133,6 +160,16 @@ func (d *Delivery) settle(ctx context.Context, op wire.Opcode, body wire.Body) e
 		return err
 	}
 	return nil
+}
+
+// settleEngine is the engine a settlement goes over: for a stream record the
+// client's current one (a cursor commit names topic, partition and offset, which
+// no reconnect invalidates), else one of the delivery's session.
+func (d *Delivery) settleEngine(ctx context.Context) (*engine, error) {
+	if d.stream && d.client != nil {
+		return d.client.engine(ctx)
+	}
+	return d.sessionEngine(ctx)
 }
 
 // sessionEngine returns a live engine of d's session: the current one, or the

@@ -81,6 +81,11 @@ type engine struct {
 	mu      sync.Mutex
 	pending map[uint64]*call
 	subs    map[uint64]*partitionSub
+	// streams routes DELIVERs of stream partitions by sub id; streamSubs are the
+	// stream subscriptions attached to this engine (stream_subscription.go).
+	// Neither is ever reconciled.
+	streams    map[uint64]*streamPartition
+	streamSubs map[*StreamSubscription]struct{}
 
 	lastReceivedNanos atomic.Int64
 	// deliveringBlocked is set while the reader waits for a slow consumer; the
@@ -107,6 +112,8 @@ func newEngine(conn transport.Conn, opts ClientOptions, routes *routeCache) *eng
 		requestSlots: make(chan struct{}, requestsPendingMax),
 		pending:      make(map[uint64]*call),
 		subs:         make(map[uint64]*partitionSub),
+		streams:      make(map[uint64]*streamPartition),
+		streamSubs:   make(map[*StreamSubscription]struct{}),
 		closed:       make(chan struct{}),
 		stopWriting:  make(chan struct{}),
 		writerDone:   make(chan struct{}),
@@ -191,6 +198,9 @@ func (e *engine) closeSubscriptions(reason error) {
 	}
 	e.mu.Unlock()
 	for _, sub := range subs {
+		sub.closeWith(reason)
+	}
+	for _, sub := range e.liveStreamSubs() {
 		sub.closeWith(reason)
 	}
 }

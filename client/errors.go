@@ -105,7 +105,30 @@ var (
 	ErrAutoAck = errors.New("delivery belongs to an auto-ack subscription; the broker settled it")
 	// ErrSubscriptionClosed: the subscription was closed by the application.
 	ErrSubscriptionClosed = errors.New("subscription closed")
+	// ErrStreamSettlement: Retry, RetryAfter and Fail on a stream delivery. A
+	// stream has no redelivery or dead-lettering: Ack commits a durable cursor,
+	// and not acking leaves the cursor where it is.
+	ErrStreamSettlement = errors.New("stream deliveries are settled only by Ack: streams have no retry or dead-letter path")
+	// ErrStreamNotFound matches a *StreamNotFoundError.
+	ErrStreamNotFound = errors.New("stream not found: declare it first with DeclarePlexus")
 )
+
+// StreamNotFoundError: SUBSCRIBE_STREAM answered SUBSCRIBE_ERR 404, the stream
+// (or the partition) does not exist (PROTOCOL §5.11). errors.Is matches
+// ErrStreamNotFound; errors.As also finds the *BrokerError.
+type StreamNotFoundError struct {
+	Topic     string
+	Partition uint32
+	Broker    *BrokerError
+}
+
+func (e *StreamNotFoundError) Error() string {
+	return fmt.Sprintf("stream %s partition %d not found (declare it first with DeclarePlexus): %v", e.Topic, e.Partition, e.Broker)
+}
+
+func (e *StreamNotFoundError) Is(target error) bool { return target == ErrStreamNotFound }
+
+func (e *StreamNotFoundError) Unwrap() error { return e.Broker }
 
 // CertificateError is the transport's untrusted-certificate error: its message
 // says how to trust the broker (CA file or fingerprint pin).

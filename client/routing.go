@@ -195,7 +195,12 @@ func (c *Client) fetchRoute(ctx context.Context, eng *engine, key routeKey) erro
 			// queue itself. A DECLARE_QUEUE naming no setting changes
 			// nothing and answers the queue's partition count (an
 			// undeclared queue is created with one partition, as a publish
-			// to it would create it).
+			// to it would create it). Not for a stream the client knows:
+			// that DECLARE_QUEUE would be refused (the topic is a stream).
+			if count, ok := c.streams.lookup(key.topic); ok && key.group == "" {
+				c.routes.setPartitionCount(key, count, now)
+				return nil
+			}
 			return c.fetchCountByDeclare(ctx, eng, key)
 		}
 		_, applied := c.routes.applySnapshot(wire.TopologySnapshot(body), now)
@@ -249,6 +254,7 @@ func (c *Client) FetchTopology(ctx context.Context) (*Topology, error) {
 	case wire.TopologyOk:
 		snapshot := wire.TopologySnapshot(body)
 		_, _ = c.routes.applySnapshot(snapshot, time.Now())
+		c.streams.learnSnapshot(snapshot)
 		return topologyFromWire(snapshot), nil
 	case wire.ErrorBody:
 		return nil, brokerError(r.op, body)

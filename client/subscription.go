@@ -259,6 +259,9 @@ func (s *Subscription) push(e *engine, d *Delivery) {
 // onDeliver routes a DELIVER to its subscription; unknown sub ids are dropped
 // (§5.8), and their messages return when the lease expires.
 func (e *engine) onDeliver(requestID uint64, d wire.Deliver) {
+	if e.onStreamDeliver(requestID, d) {
+		return
+	}
 	e.mu.Lock()
 	part := e.subs[d.SubID]
 	e.mu.Unlock()
@@ -266,12 +269,15 @@ func (e *engine) onDeliver(requestID uint64, d wire.Deliver) {
 		e.log.Debug("client: dropping DELIVER for an unknown subscription", "sub_id", d.SubID)
 		return
 	}
-	part.sub.push(e, newDelivery(e, part.sub, requestID, d))
+	part.sub.push(e, newDelivery(e, part.sub.client, part.sub.autoAck, requestID, d))
 }
 
 // onSubscriptionClosed ends the whole fanned-in subscription when the broker ends
 // any of its partitions: a silent partial stream would go unnoticed.
 func (e *engine) onSubscriptionClosed(sc wire.SubscriptionClosed) {
+	if e.onStreamClosed(sc) {
+		return
+	}
 	e.mu.Lock()
 	part := e.subs[sc.SubID]
 	e.mu.Unlock()
