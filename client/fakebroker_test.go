@@ -12,6 +12,7 @@ package client_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -63,6 +64,12 @@ type fakeScript struct {
 	// standalone answers TOPOLOGY with generation 0 and empty lists, as a
 	// standalone broker does (PROTOCOL 5.20), whatever topology holds.
 	standalone bool
+	// streams are the declared streams and their partition counts; TOPOLOGY
+	// lists them unless standalone.
+	streams map[string]uint32
+	// streamRecordsEach: records sent per SUBSCRIBE_STREAM, from the start
+	// offset (Offset(n): n; a durable name: its acked cursor; else 0).
+	streamRecordsEach int
 }
 
 type fakeBroker struct {
@@ -84,6 +91,8 @@ type fakeBroker struct {
 	heldConfirms []heldConfirm
 	hellos       int
 	topologyReqs int
+	streamSubIDs map[string]uint64 // "topic/partition" → the last SUBSCRIBE_STREAM's sub id
+	cursors      map[string]uint64 // "name/topic/partition" → next offset (ACK max+1)
 	identity     wire.ResumeIdentity // the last one HELLO_OK issued
 
 	frames chan recorded
@@ -151,6 +160,11 @@ func newFakeBroker(t *testing.T, kind string, script fakeScript) *fakeBroker {
 	if fb.script.topology == nil {
 		fb.script.topology = make(map[topicKey]uint32)
 	}
+	if fb.script.streams == nil {
+		fb.script.streams = make(map[string]uint32)
+	}
+	fb.streamSubIDs = make(map[string]uint64)
+	fb.cursors = make(map[string]uint64)
 	lc := transport.ListenConfig{Logger: quietLogger()}
 	var err error
 	switch kind {
@@ -387,6 +401,10 @@ func (fb *fakeBroker) handle(fc *fakeConn, h wire.Header, body wire.Body) bool {
 		fc.send(wire.OpDeclareQueueOk, h.RequestID, wire.DeclareQueueOk{Status: "created", PartitionCount: count})
 	case wire.Subscribe:
 		fb.onSubscribe(fc, h, m)
+	case wire.DeclarePlexus:
+		fb.onDeclarePlexus(fc, h, m)
+	case wire.SubscribeStream:
+		fb.onSubscribeStream(fc, h, m)
 	}
 	return true
 }
@@ -507,6 +525,15 @@ func (fb *fakeBroker) topologyFor(req wire.Topology) wire.TopologyOk {
 			snap.Queues = append(snap.Queues, entry)
 		}
 	}
+	for topic, count := range fb.script.streams {
+		if want, ok := req.Topic.Get(); ok && want != topic {
+			continue
+		}
+		for p := range count {
+			snap.Streams = append(snap.Streams, wire.TopologyStream{Topic: topic, Partition: p, PartitionCount: count,
+				OwnerEndpoints: []wire.Endpoint{{Host: "127.0.0.1", Port: 9876}}})
+		}
+	}
 	return wire.TopologyOk(snap)
 }
 
@@ -611,4 +638,76 @@ func routingProbe(f recorded) bool {
 func (fb *fakeBroker) nextAny(t *testing.T) recorded {
 	t.Helper()
 	return fb.nextSkipping(t, frameSkip{handshake: true})
+}
+
+// onDeclarePlexus: a topic that is a queue gets 400; an existing stream keeps
+// its count (idempotent, PROTOCOL 5.14).
+func (fb *fakeBroker) onDeclarePlexus(fc *fakeConn, h wire.Header, m wire.DeclarePlexus) {
+	fb.mu.Lock()
+	_, isQueue := fb.script.topology[topicKey{m.Topic, ""}]
+	count, exists := fb.script.streams[m.Topic]
+	if !isQueue && !exists {
+		count = max(m.PartitionCount.Or(1), 1)
+		fb.script.streams[m.Topic] = count
+	}
+	fb.mu.Unlock()
+	if isQueue {
+		fc.send(wire.OpError, h.RequestID, wire.ErrorBody{Code: wire.CodeInvalid, Message: "topic is already a queue"})
+		return
+	}
+	fc.send(wire.OpDeclarePlexusOk, h.RequestID, wire.DeclarePlexusOk{Status: "stored", PartitionCount: count})
+}
+
+func streamSubKey(topic string, partition uint32) string { return fmt.Sprintf("%s/%d", topic, partition) }
+
+// onSubscribeStream answers 404 for an unknown stream or partition, else
+// SUBSCRIBE_OK and streamRecordsEach records from the resolved start.
+func (fb *fakeBroker) onSubscribeStream(fc *fakeConn, h wire.Header, m wire.SubscribeStream) {
+	fb.mu.Lock()
+	count, ok := fb.script.streams[m.Topic]
+	if !ok || m.Partition >= count {
+		fb.mu.Unlock()
+		fc.send(wire.OpSubscribeErr, h.RequestID, wire.ErrorBody{Code: wire.CodeNotFound, Message: "stream not found; declare it first"})
+		return
+	}
+	fb.nextSubID++
+	subID := fb.nextSubID
+	fb.streamSubIDs[streamSubKey(m.Topic, m.Partition)] = subID
+	var start uint64
+	if name, durable := m.DurableName.Get(); durable {
+		start = fb.cursors[name+"/"+streamSubKey(m.Topic, m.Partition)]
+	} else if m.Start.Kind == wire.StreamStartOffset {
+		start = m.Start.Value
+	}
+	records, headers := fb.script.streamRecordsEach, fb.script.deliveryHeaders
+	fb.mu.Unlock()
+	fc.send(wire.OpSubscribeOk, h.RequestID, wire.SubscribeOk{SubID: subID, Topic: m.Topic, Partition: m.Partition, Prefetch: m.Prefetch})
+	for i := range records {
+		fb.sendStreamRecord(fc, subID, m.Topic, m.Partition, start+uint64(i), headers)
+	}
+}
+
+func (fb *fakeBroker) sendStreamRecord(fc *fakeConn, subID uint64, topic string, partition uint32, offset uint64, headers wire.Headers) {
+	fc.push(wire.OpDeliver, wire.Deliver{SubID: subID, Topic: topic, Partition: partition, Offset: offset,
+		DeliveryTag: offset, ContentType: wire.ContentType{Kind: wire.ContentText}, Headers: headers,
+		Payload: []byte(fmt.Sprintf("%s/%d@%d", topic, partition, offset))})
+}
+
+// pushStreamRecord sends one record to the last subscription of (topic,
+// partition), on every connection.
+func (fb *fakeBroker) pushStreamRecord(topic string, partition uint32, offset uint64) {
+	fb.mu.Lock()
+	subID := fb.streamSubIDs[streamSubKey(topic, partition)]
+	conns := append([]*fakeConn(nil), fb.conns...)
+	fb.mu.Unlock()
+	for _, fc := range conns {
+		fb.sendStreamRecord(fc, subID, topic, partition, offset, nil)
+	}
+}
+
+// setCursor sets a durable cursor, as acks would have.
+func (fb *fakeBroker) setCursor(name, topic string, partition uint32, next uint64) {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	fb.cursors[name+"/"+streamSubKey(topic, partition)] = next
 }

@@ -101,14 +101,15 @@ func isNotFound(err error) bool {
 func (s *StreamSubscription) forgetUnregistered(topic string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	kept := s.parts[:0]
+	for _, part := range s.parts {
+		if part.topic == topic && part.registered {
+			return false
+		}
+	}
+	kept := make([]*streamPartition, 0, len(s.parts))
 	for _, part := range s.parts {
 		if part.topic != topic {
 			kept = append(kept, part)
-			continue
-		}
-		if part.registered {
-			return false
 		}
 	}
 	s.parts = kept
