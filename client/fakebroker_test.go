@@ -91,8 +91,8 @@ type fakeBroker struct {
 	heldConfirms []heldConfirm
 	hellos       int
 	topologyReqs int
-	streamSubIDs map[string]uint64 // "topic/partition" → the last SUBSCRIBE_STREAM's sub id
-	cursors      map[string]uint64 // "name/topic/partition" → next offset (ACK max+1)
+	streamSubIDs map[string]uint64   // "topic/partition" → the last SUBSCRIBE_STREAM's sub id
+	cursors      map[string]uint64   // "name/topic/partition" → next offset (ACK max+1)
 	identity     wire.ResumeIdentity // the last one HELLO_OK issued
 
 	frames chan recorded
@@ -658,7 +658,9 @@ func (fb *fakeBroker) onDeclarePlexus(fc *fakeConn, h wire.Header, m wire.Declar
 	fc.send(wire.OpDeclarePlexusOk, h.RequestID, wire.DeclarePlexusOk{Status: "stored", PartitionCount: count})
 }
 
-func streamSubKey(topic string, partition uint32) string { return fmt.Sprintf("%s/%d", topic, partition) }
+func streamSubKey(topic string, partition uint32) string {
+	return fmt.Sprintf("%s/%d", topic, partition)
+}
 
 // onSubscribeStream answers 404 for an unknown stream or partition, else
 // SUBSCRIBE_OK and streamRecordsEach records from the resolved start.
