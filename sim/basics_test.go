@@ -56,6 +56,49 @@ func TestEventQueueOrder(t *testing.T) {
 	})
 }
 
+// Pushes between pops, as the run makes them (mostly for the millisecond
+// being run, which take the queue's FIFO path, some for earlier or later
+// ones), still pop in (time, scheduling order) among the events queued.
+func TestEventQueueOrderInterleaved(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var q eventQueue
+		type stamp struct {
+			atMs int64
+			seq  int
+		}
+		var pending []stamp // the reference: what is queued
+		var last stamp
+		n := rapid.IntRange(1, 300).Draw(t, "n")
+		for i := 0; i < n; i++ {
+			if rapid.Bool().Draw(t, "pop") && q.len() > 0 {
+				got := q.pop()
+				best := 0
+				for j, s := range pending {
+					if s.atMs < pending[best].atMs || s.atMs == pending[best].atMs && s.seq < pending[best].seq {
+						best = j
+					}
+				}
+				got.run()
+				if last != pending[best] {
+					t.Fatalf("popped %v, want %v", last, pending[best])
+				}
+				pending = append(pending[:best], pending[best+1:]...)
+				continue
+			}
+			at := last.atMs + rapid.Int64Range(-2, 3).Draw(t, "ahead")
+			if rapid.Bool().Draw(t, "now") {
+				at = last.atMs
+			}
+			s := stamp{at, i + 1}
+			pending = append(pending, s)
+			q.push(at, func() { last = s })
+		}
+		if q.len() != len(pending) {
+			t.Fatalf("queue holds %d events, want %d", q.len(), len(pending))
+		}
+	})
+}
+
 // A wake-up asked for at clock time T fires at the first true millisecond
 // at which the clock reads at least T.
 func TestClockWakeAfterInvertsTheClock(t *testing.T) {

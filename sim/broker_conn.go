@@ -43,7 +43,11 @@ func (b *Broker) onBytes(l *Link, data []byte) {
 	if c == nil || c.broken {
 		return
 	}
-	c.rx = append(c.rx, data...)
+	if len(c.rx) == 0 {
+		c.rx = data // the chunk is the fabric's own copy: no need for another
+	} else {
+		c.rx = append(c.rx, data...)
+	}
 	for b.up && b.conns[c.id] == c && !c.broken {
 		if len(c.rx) < wire.HeaderSizeBytes {
 			break
@@ -117,6 +121,25 @@ func (b *Broker) flush(c *brokerConn) {
 	if c.closing && len(c.outbox) == 0 {
 		b.w.fabric.brokerClose(l, whyClosedByBroker)
 		b.connClosed(c)
+	}
+}
+
+// queueSend puts bytes a machine sent (valid only until its next Step) in
+// c's outbox and flushes it. With nothing queued before them they are
+// flushed from where they are, and only what the socket did not take is
+// copied: the fabric copies each chunk it carries anyway, so copying every
+// frame into the outbox first was an allocation and a copy per frame for
+// nothing. flush steps no machine, so the bytes stay valid throughout.
+func (b *Broker) queueSend(c *brokerConn, bytes []byte) {
+	if len(c.outbox) > 0 {
+		c.outbox = append(c.outbox, bytes...)
+		b.flush(c)
+		return
+	}
+	c.outbox = bytes
+	b.flush(c)
+	if len(c.outbox) > 0 {
+		c.outbox = append([]byte(nil), c.outbox...)
 	}
 }
 

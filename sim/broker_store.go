@@ -311,10 +311,7 @@ func (s *brokerStore) startRound() {
 	nodeRecords := s.nodePending
 	s.nodePending = nil
 	s.setFaults()
-	g := s.fs.gate
-	g.active, g.running = true, true
-	go s.runRound(nodeRecords, jobs)
-	s.awaitWorker()
+	s.awaitWorker(s.fs.gate.run(func() { s.runRound(nodeRecords, jobs) }))
 }
 
 // roundJob is one partition's share of a round.
@@ -327,11 +324,6 @@ type roundJob struct {
 // runRound is the round's worker: the Node's records, then each
 // partition's round through the Planner; its fsyncs block on the gate.
 func (s *brokerStore) runRound(nodeRecords []storage.Record, jobs []roundJob) {
-	g := s.fs.gate
-	defer func() {
-		g.running = false
-		g.toMain <- gateDone
-	}()
 	if len(nodeRecords) > 0 {
 		if err := s.nodeLog.Append(nodeRecords); err != nil {
 			s.roundErr = err
@@ -358,11 +350,11 @@ func (s *brokerStore) runRound(nodeRecords []storage.Record, jobs []roundJob) {
 	}
 }
 
-// awaitWorker waits for the round's worker to block in an fsync or finish,
-// carries out what it reported, and resumes it after the fsync latency.
-func (s *brokerStore) awaitWorker() {
+// awaitWorker carries out what the round's worker reported before it
+// blocked in an fsync or finished (msg), and resumes a blocked worker after
+// the fsync latency.
+func (s *brokerStore) awaitWorker(msg gateMsg) {
 	g := s.fs.gate
-	msg := <-g.toMain
 	s.carryOutReports()
 	if msg == gateBlocked {
 		ok := s.b.alive()
@@ -373,8 +365,7 @@ func (s *brokerStore) awaitWorker() {
 			if s.b.maybeCrash() {
 				return
 			}
-			g.resume(true)
-			s.awaitWorker()
+			s.awaitWorker(g.resume(true))
 		})
 		return
 	}
@@ -510,9 +501,7 @@ func (s *brokerStore) busy() bool {
 func (s *brokerStore) crash(powerLoss bool) {
 	g := s.fs.gate
 	if g.active {
-		g.resume(false)
-		for msg := <-g.toMain; msg != gateDone; msg = <-g.toMain {
-			g.resume(false)
+		for g.resume(false) != gateDone {
 		}
 		g.active = false
 	}

@@ -324,7 +324,11 @@ func (p *Peer) onBytes(l *Link, data []byte) {
 
 func (p *Peer) read(l *Link, data []byte) {
 	p.w.fabric.peerRead(l, len(data))
-	p.rx = append(p.rx, data...)
+	if len(p.rx) == 0 {
+		p.rx = data // the chunk is the fabric's own copy: no need for another
+	} else {
+		p.rx = append(p.rx, data...)
+	}
 	for p.link == l && len(p.rx) >= wire.HeaderSizeBytes {
 		h, _ := wire.DecodeHeader(p.rx)
 		end := wire.HeaderSizeBytes + int(h.PayloadSizeBytes)

@@ -86,6 +86,7 @@ func Run(sc *Scenario, seed uint64, opts Options) (res *Result) {
 		if p := recover(); p != nil {
 			w.abort(fmt.Sprintf("panic at %dms: %v\n%s", w.nowMs, p, trimStack(debug.Stack())))
 		}
+		w.closeStorageWorkers()
 		res.History = w.rec.finish()
 		res.TraceHash = w.rec.hash
 		w.stats.SimMs = w.nowMs
@@ -100,6 +101,19 @@ func Run(sc *Scenario, seed uint64, opts Options) (res *Result) {
 		w.finish()
 	}
 	return res
+}
+
+// closeStorageWorkers ends each broker's storage worker coroutine, so no
+// run leaves one behind. A round still blocked in an fsync (the run
+// stopped or aborted meanwhile) sees its process die; whatever that
+// unwinding does says nothing about the run, which is over.
+func (w *World) closeStorageWorkers() {
+	for _, b := range w.brokers {
+		func() {
+			defer func() { _ = recover() }()
+			b.store.fs.gate.close()
+		}()
+	}
 }
 
 func trimStack(stack []byte) string {

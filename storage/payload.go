@@ -106,6 +106,14 @@ func (r *PayloadReader) fill(ref core.PayloadRef) error {
 		return err
 	}
 	want := max(int(ref.LengthBytes), payloadReadAheadBytes)
+	// The window need not reach past the file's end: a small or fresh blob
+	// file would otherwise cost a zeroed 256 KiB allocation per reader for
+	// a few KiB of payloads (in the simulator, whose blob files are 32 KiB,
+	// an eighth of its allocated bytes). The read returns exactly the same
+	// bytes either way.
+	if size, err := f.SizeBytes(); err == nil && size > int64(ref.OffsetBytes) {
+		want = max(int(ref.LengthBytes), int(min(int64(want), size-int64(ref.OffsetBytes))))
+	}
 	if cap(r.window) < want || cap(r.window) > 4*max(want, payloadReadAheadBytes) {
 		r.window = make([]byte, want)
 	}
