@@ -2,7 +2,6 @@ package stream
 
 import (
 	"strconv"
-	"testing"
 
 	"github.com/fibril-go/fibril/core"
 )
@@ -11,7 +10,7 @@ import (
 // model (a snapshot and the entries after it), answers reads from it,
 // applies truncations, and checks invariants after every step.
 type harness struct {
-	t     testing.TB
+	t     tb
 	cfg   Config
 	p     *Partition
 	nowMs int64
@@ -25,9 +24,18 @@ type harness struct {
 	notices    []Notice
 	reads      []Read
 	truncate   *Truncate
+	// onReady, when set, sees every Ready before the harness keeps it.
+	onReady func(in Input, rd *Ready)
 }
 
-func newHarness(t testing.TB, settings core.StreamSettings, tune func(*Config)) *harness {
+// tb is what the harness needs of *testing.T and *rapid.T alike.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+func newHarness(t tb, settings core.StreamSettings, tune func(*Config)) *harness {
 	t.Helper()
 	cfg := DefaultConfig(core.QueueID{Topic: "events"})
 	if tune != nil {
@@ -52,6 +60,9 @@ func (h *harness) step(in Input) *Ready {
 	rd := h.p.Step(in)
 	if err := h.p.CheckInvariants(); err != nil {
 		h.t.Fatalf("after %T: %v", in, err)
+	}
+	if h.onReady != nil {
+		h.onReady(in, rd)
 	}
 	for i := range rd.Persist {
 		e := rd.Persist[i]
