@@ -46,6 +46,7 @@ type Partition struct {
 	commits     []core.CursorPos
 	commitAt    map[string]int // name -> its slot in commits (last commit wins)
 	truncating  *pendingTruncate
+	readSerial  uint64 // the last read token handed out
 	rd          Ready
 }
 

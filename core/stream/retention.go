@@ -83,8 +83,7 @@ func (p *Partition) onSnapshotDone(in *SnapshotDone) {
 		p.rd.Notices = append(p.rd.Notices, Notice{SubID: id, Kind: NoticeClamped, From: sub.next, To: p.oldest})
 		sub.next = p.oldest
 		// A read in flight may name dropped entries: forget it.
-		sub.reading, sub.readIndex = false, 0
-		sub.token++
+		sub.reading, sub.readIndex, sub.token = false, 0, 0
 	}
 	if p.segments.len() > 0 {
 		assertTrue(p.segments.segs[0].firstOffset == p.oldest, "the oldest segment starts at the oldest offset")

@@ -67,7 +67,10 @@ func (p *Partition) requestRead(sub *subscription) {
 		from = seg.firstIndex
 	}
 	assertTrue(from <= p.durableIndex, "reads name durable entries only")
-	sub.token++
+	// Tokens are unique per partition, not per subscription: a SubID the
+	// driver reuses must not take the answer to its predecessor's read.
+	p.readSerial++
+	sub.token = p.readSerial
 	sub.reading, sub.readFrom = true, from
 	p.rd.Reads = append(p.rd.Reads, Read{SubID: sub.id, Token: sub.token, FromIndex: from, MaxEntries: p.cfg.ReadBatchMax})
 }
