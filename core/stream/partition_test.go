@@ -471,3 +471,18 @@ func TestLoadRejectsBrokenLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRetentionNeverDropsTheOpenSegment(t *testing.T) {
+	h := newHarness(t, core.StreamSettings{Tier: core.TierDurable, PartitionCount: 1, MaxAgeMs: 1000},
+		func(c *Config) { c.SegmentRecordsMax = 2 })
+	h.publishN(3) // [0,1] sealed, [2] open
+	h.advance(5_000)
+	if h.truncate == nil {
+		t.Fatal("no truncation by age")
+	}
+	h.saveSnapshot()
+	h.advance(5_000)
+	if h.truncate != nil || h.p.Oldest() != 2 || h.p.segments.len() != 1 {
+		t.Fatalf("oldest %d, %d segments, truncate %+v: the open segment must stay", h.p.Oldest(), h.p.segments.len(), h.truncate)
+	}
+}
