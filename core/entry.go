@@ -29,7 +29,36 @@ const (
 	EntryDeadLetter   EntryKind = 9  // Offset, Cause = reason, AtMs = dead-lettered at, Target
 	EntryDiscard      EntryKind = 10 // Offset, Cause = reason: -> settled, no copy
 	EntryDeadLettered EntryKind = 11 // Offset: pending dead-letter -> settled
+
+	// Stream partition kinds (docs/streams.md, core/stream): a stream log
+	// holds only these three, a queue log never holds them.
+	EntryStreamDeclare EntryKind = 12 // Stream: the first entry of a stream partition
+	EntryStreamRecord  EntryKind = 13 // Offset, Body, AtMs = publish time
+	EntryCursorCommit  EntryKind = 14 // Cursors: durable cursor positions, last commit wins
 )
+
+// Stream durability tiers (PROTOCOL 5.14 durability). Stored: append-only.
+const (
+	TierEphemeral   uint8 = 0
+	TierSpeculative uint8 = 1
+	TierDurable     uint8 = 2
+)
+
+// StreamSettings is what a stream partition was declared with (PROTOCOL
+// 5.14). A retention bound of 0 is unbounded.
+type StreamSettings struct {
+	Tier           uint8
+	MaxAgeMs       uint64
+	MaxBytes       uint64
+	MaxRecords     uint64
+	PartitionCount uint32
+}
+
+// CursorPos is one durable cursor: the next offset its name will be served.
+type CursorPos struct {
+	Name string
+	Next uint64
+}
 
 // RequeueCause says why an inflight message went back (Entry.Cause of a
 // Requeue). Append-only.
@@ -53,6 +82,8 @@ type Entry struct {
 	Body        *Body
 	Settings    *QueueSettings
 	Target      *DLQTarget
+	Stream      *StreamSettings // EntryStreamDeclare only
+	Cursors     []CursorPos     // EntryCursorCommit only
 }
 
 // entryMagic opens every encoded entry; it catches a reader pointed at the
@@ -95,6 +126,23 @@ func AppendEntry(dst []byte, e *Entry) []byte {
 		dst = appendOptTarget(dst, e.Target)
 	case EntryAck, EntryRelease, EntryDiscard, EntryDeadLettered:
 		dst = binary.BigEndian.AppendUint64(dst, e.Offset)
+	case EntryStreamDeclare:
+		assertTrue(e.Stream != nil, "stream declare entry has settings")
+		dst = AppendStreamSettings(dst, e.Stream)
+	case EntryStreamRecord:
+		assertTrue(e.Body != nil, "stream record entry has a body")
+		assertTrue(!e.Body.IsStored(), "a stream record carries its payload, not a reference")
+		dst = binary.BigEndian.AppendUint64(dst, e.Offset)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(e.AtMs))
+		dst = appendBody(dst, e.Body)
+	case EntryCursorCommit:
+		// An empty commit is never written: it would say nothing.
+		assertTrue(len(e.Cursors) > 0, "cursor commit entry names a cursor")
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(e.Cursors)))
+		for _, c := range e.Cursors {
+			dst = appendString(dst, c.Name)
+			dst = binary.BigEndian.AppendUint64(dst, c.Next)
+		}
 	default:
 		panic("fibril/core invariant violated: encoding an unknown entry kind")
 	}
@@ -140,6 +188,15 @@ func DecodeEntry(b []byte) (Entry, error) {
 		}
 	case EntryAck, EntryRelease, EntryDiscard, EntryDeadLettered:
 		e.Offset = r.u64()
+	case EntryStreamDeclare:
+		s := r.streamSettings()
+		e.Stream = &s
+	case EntryStreamRecord:
+		e.Offset = r.u64()
+		e.AtMs = int64(r.u64())
+		e.Body = r.body()
+	case EntryCursorCommit:
+		e.Cursors = r.cursors()
 	default:
 		return Entry{}, ErrCorruptEntry
 	}
@@ -293,4 +350,52 @@ func (r *reader) body() *Body {
 	}
 	b.Payload = append([]byte(nil), r.take(int(n))...)
 	return b
+}
+
+// AppendStreamSettings encodes s after dst (entries and stream snapshots).
+func AppendStreamSettings(dst []byte, s *StreamSettings) []byte {
+	dst = append(dst, s.Tier)
+	dst = binary.BigEndian.AppendUint64(dst, s.MaxAgeMs)
+	dst = binary.BigEndian.AppendUint64(dst, s.MaxBytes)
+	dst = binary.BigEndian.AppendUint64(dst, s.MaxRecords)
+	return binary.BigEndian.AppendUint32(dst, s.PartitionCount)
+}
+
+// DecodeStreamSettings decodes settings written by AppendStreamSettings at
+// the start of b and returns the rest.
+func DecodeStreamSettings(b []byte) (StreamSettings, []byte, error) {
+	r := reader{b: b}
+	s := r.streamSettings()
+	if r.bad {
+		return StreamSettings{}, nil, ErrCorruptEntry
+	}
+	return s, r.b, nil
+}
+
+func (r *reader) streamSettings() StreamSettings {
+	var s StreamSettings
+	s.Tier = r.u8()
+	s.MaxAgeMs = r.u64()
+	s.MaxBytes = r.u64()
+	s.MaxRecords = r.u64()
+	s.PartitionCount = r.u32()
+	if s.Tier > TierDurable || s.PartitionCount == 0 {
+		r.bad = true
+	}
+	return s
+}
+
+func (r *reader) cursors() []CursorPos {
+	count := r.u32()
+	// Each cursor takes at least 12 bytes: never allocate from a count the
+	// remaining bytes cannot hold. An empty commit is never written.
+	if count == 0 || uint64(count)*12 > uint64(len(r.b)) {
+		r.bad = true
+		return nil
+	}
+	out := make([]CursorPos, count)
+	for i := range out {
+		out[i] = CursorPos{Name: r.str(), Next: r.u64()}
+	}
+	return out
 }

@@ -52,6 +52,9 @@ var (
 	ErrStaleTag              = newError(CodeInvalid, false, "stale delivery tag: unknown, already settled, or issued to another subscription")
 	ErrAutoAckSubscription   = newError(CodeInvalid, false, "settle on an auto-ack subscription: its deliveries are settled when sent")
 	ErrDeadLetterNotPending  = newError(CodeInvalid, false, "dead-letter completion for a message that is not pending dead-lettering")
+	ErrTooManyCursors        = newError(CodeInternal, true, "too many durable cursors on this stream partition: see stream.Config.CursorsMax")
+	ErrStreamSettings        = newError(CodeInvalid, false, "stream settings differ from the declared ones, or are invalid")
+	ErrInvalidStreamStart    = newError(CodeInvalid, false, "invalid stream subscription: unknown start kind, too many filter clauses or a durable name over 255 bytes")
 )
 
 // Recovery errors: the drivers cut the log before the first bad record (SPEC §7).
