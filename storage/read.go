@@ -216,6 +216,7 @@ func (l *Log) seek(index uint64) error {
 		c.pos += int64(f.totalBytes)
 		c.epoch = 0
 	}
+	assertTrue(c.next == index, "the cursor is on the frame asked for")
 	return nil
 }
 

@@ -506,3 +506,27 @@ func mustR(t storagetest.TB, err error) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestReadEntriesCursorAcrossTailRewrite: the cursor is in the tail segment
+// when a snapshot's truncation rewrites that segment under a new name; the
+// entries appended after it are in the new file, and reading on from the
+// cursor finds them.
+func TestReadEntriesCursorAcrossTailRewrite(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openLog(t, dir, testOptions(64<<10, CorruptionRefuse))
+	defer l.Close()
+	all := publishEntries(1, 30, 50)
+	appendSync(t, l, all[:20])
+	sameEntries(t, readAll(t, l, 1, 8, 1<<30), all[:20])
+	if segments, _ := countFiles(t, dir); segments != 1 {
+		t.Fatalf("%d segments", segments)
+	}
+	must(t, l.SaveSnapshot(10, []byte("state at 10"), 0))
+	must(t, l.Append(all[20:]))
+	got, err := l.ReadEntries(21, 100, 1<<30)
+	if err != nil {
+		t.Fatalf("read on from the cursor: %v", err)
+	}
+	sameEntries(t, got, all[20:])
+	sameEntries(t, readAll(t, l, 11, 3, 1<<30), all[10:])
+}
