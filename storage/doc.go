@@ -92,6 +92,18 @@
 // directory, are fsynced: what it read may have been only in the page
 // cache of a process that crashed (recover.go).
 //
+// # Reading back
+//
+// ReadEntries (read.go) returns the entries from an index on, for a lagging
+// stream subscriber: read from the segment files as recovery reads them
+// (the unsynced tail included), each record checked the same way, each
+// blob payload read back and checked against its reference, any failure an
+// error wrapping ErrCorrupt; an index a snapshot dropped is a
+// *CompactedError (ErrCompacted). It keeps a cursor (the open segment file
+// and the byte of the next record), so sequential reads cost O(n); a
+// snapshot's truncation drops it. It runs on the goroutine that owns the
+// Log, between Append and Sync calls.
+//
 // # Concurrency
 //
 // A Log is used by one goroutine at a time (the Committer's writer, once one

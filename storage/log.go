@@ -87,6 +87,9 @@ type Log struct {
 	// so that a Sync allocates no closure.
 	syncSegmentsFn, syncBlobsFn func() error
 
+	// reader is ReadEntries' cursor (read.go).
+	reader readCursor
+
 	failed error
 	closed bool
 	stats  LogStats
@@ -106,6 +109,10 @@ type LogStats struct {
 	BlobBytes        uint64 // payload bytes written to blob files
 	BlobFilesCreated uint64 // each with a directory fsync
 	BlobFilesRemoved uint64 // by snapshots
+
+	ReadSeeks           uint64 // ReadEntries calls that did not start at the cursor
+	ReadSegmentSwitches uint64 // segment files ReadEntries read on into
+	ReadSegmentBytes    uint64 // segment bytes ReadEntries read
 }
 
 // segmentLogOptions: we fsync ourselves (Sync) and never read through the
@@ -426,6 +433,12 @@ func (l *Log) SaveSnapshot(index uint64, data []byte, keepBlobsFrom uint64) erro
 	if _, err := l.removeCoveredBlobs(index, keepBlobsFrom); err != nil {
 		return l.fail(err)
 	}
+	// ReadEntries' open blob files that went: every id is at most lastIndex.
+	liveFrom := l.lastIndex + 1
+	if len(l.blobFiles) > 0 {
+		liveFrom = l.blobFiles[0].id
+	}
+	l.forgetBlobFiles(liveFrom)
 	return nil
 }
 
@@ -435,6 +448,9 @@ func (l *Log) truncateFront(firstIndex uint64) error {
 	if firstIndex <= l.firstIndex {
 		return nil
 	}
+	// tidwall rewrites the segment holding firstIndex under a new name:
+	// ReadEntries' cursor may be on the old one.
+	l.reader.drop()
 	if err := l.wal.TruncateFront(firstIndex); err != nil {
 		return err
 	}
@@ -496,6 +512,7 @@ func (l *Log) Close() error {
 	l.closed = true
 	walErr := l.wal.Close() // fsyncs the tail once more, even with NoSync
 	blobErr := l.closeBlobs()
+	l.reader.close()
 	// A log reopened in this process must not see files vanish under it.
 	unlinkErr := l.runner.Wait()
 	if l.failed != nil {
