@@ -26,7 +26,8 @@ const (
 	// NoDirSync: the directory entry of a new segment or blob file is never
 	// fsynced.
 	NoDirSync = "no-dir-sync"
-	// SkipCRC: recovery accepts records without checking their CRC.
+	// SkipCRC: recovery (and Log.ReadEntries) accepts records without
+	// checking their CRC.
 	SkipCRC = "skip-crc"
 	// AcceptTornTail: recovery keeps a torn last record instead of cutting it.
 	AcceptTornTail = "accept-torn-tail"
