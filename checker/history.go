@@ -123,8 +123,12 @@ type Event struct {
 
 	Node   uint32 `json:"node,omitempty"`
 	Client uint32 `json:"client,omitempty"`
-	Op     uint64 `json:"op,omitempty"`   // client operation id (pairs call and return)
-	Part   int    `json:"part,omitempty"` // index into Meta.Partitions, +1 (0 = none)
+	// Conn names the client connection of an attach or a conn_closed (the
+	// simulator's link id; 0 in older histories), so that the close of an
+	// old connection reported after a resume on a new one is told apart.
+	Conn uint64 `json:"conn,omitempty"`
+	Op   uint64 `json:"op,omitempty"`   // client operation id (pairs call and return)
+	Part int    `json:"part,omitempty"` // index into Meta.Partitions, +1 (0 = none)
 
 	MsgID   uint64 `json:"msg_id,omitempty"`
 	Offset  uint64 `json:"offset,omitempty"`

@@ -61,6 +61,7 @@ type sessionChecker struct {
 	// them; expected marks those due on the client's current attachment.
 	owner    map[uint64]uint32
 	linkUp   map[uint32]bool
+	linkConn map[uint32]uint64 // client -> connection of its last attach
 	dormant  map[tagKey]*Event
 	expected map[tagKey]bool
 }
@@ -68,7 +69,7 @@ type sessionChecker struct {
 func newSessionChecker(h *History) *sessionChecker {
 	return &sessionChecker{h: h, acked: map[clientTag]uint64{}, delivered: map[tagKey]*Event{}, waiting: map[msgKey]lateAck{}, attachedAt: map[uint32]uint64{},
 		held: map[uint64]map[msgKey]bool{}, ended: map[msgKey]uint64{},
-		owner: map[uint64]uint32{}, linkUp: map[uint32]bool{}, dormant: map[tagKey]*Event{}, expected: map[tagKey]bool{}}
+		owner: map[uint64]uint32{}, linkUp: map[uint32]bool{}, linkConn: map[uint32]uint64{}, dormant: map[tagKey]*Event{}, expected: map[tagKey]bool{}}
 }
 
 func (c *sessionChecker) fail(item int, check string, e *Event, subject, format string, args ...any) {
@@ -114,6 +115,7 @@ func (c *sessionChecker) dormantEvent(e *Event) {
 		delete(c.expected, k)
 	case KindAttach:
 		c.linkUp[e.Client] = true
+		c.linkConn[e.Client] = e.Conn
 		for k, d := range c.dormant {
 			if c.owner[d.Sub] != e.Client {
 				continue
@@ -126,7 +128,12 @@ func (c *sessionChecker) dormantEvent(e *Event) {
 			}
 		}
 	case KindConnClosed:
-		c.linkUp[e.Client] = false // the broker knows: the session is dormant or ended
+		// The broker knows: the session is dormant or ended, unless this is
+		// the close of a connection the client had already replaced by a
+		// resume (reported late, and stale for the session too).
+		if e.Conn == 0 || e.Conn == c.linkConn[e.Client] {
+			c.linkUp[e.Client] = false
+		}
 	case KindDisconnect:
 		for k := range c.expected {
 			if c.owner[k.sub] == e.Client {
@@ -175,14 +182,26 @@ func (c *sessionChecker) event(e *Event) {
 	case KindDisconnect:
 		// An ACK has no reply: one still on its way when its link drops may
 		// be lost with it, and the client cannot tell.
-		for k, w := range c.waiting {
-			if w.client == e.Client {
-				w.dropped = true
-				c.waiting[k] = w
-			}
+		c.dropWaiting(e.Client)
+	case KindConnClosed:
+		// The same when the broker closes the client's current connection
+		// (a slow consumer cut at its outbox bound): the client may learn it
+		// only much later, after the frames it sent meanwhile were dropped.
+		if e.Conn == 0 || e.Conn == c.linkConn[e.Client] {
+			c.dropWaiting(e.Client)
 		}
 	case KindEntry:
 		c.entry(e)
+	}
+}
+
+// dropWaiting marks the late acks client still waits on as possibly lost.
+func (c *sessionChecker) dropWaiting(client uint32) {
+	for k, w := range c.waiting {
+		if w.client == client {
+			w.dropped = true
+			c.waiting[k] = w
+		}
 	}
 }
 

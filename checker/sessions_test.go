@@ -109,3 +109,49 @@ func TestDormantDeliveryReachesTheResumedClient(t *testing.T) {
 		t.Fatalf("an auto-ack delivery lost in a dormant session was not flagged: %v", v)
 	}
 }
+
+// The close of an old connection reported after the client resumed on a
+// new one leaves the link up: deliveries on the new one are not dormant.
+// Found by a sweep (steady, seed 1300 --swarm) once the order of envelopes
+// changed.
+func TestStaleConnClosedAfterResumeKeepsTheLinkUp(t *testing.T) {
+	mk := func(closedConn uint64) *History {
+		b := newBuilder().published(Event{})
+		b.add(Event{Kind: KindAttach, Client: 2, Conn: 1, Outcome: "new"})
+		b.add(Event{Kind: KindSubscribeReturn, Client: 2, Op: 7, Sub: 1, Ok: true})
+		b.add(Event{Kind: KindDisconnect, Client: 2})
+		b.add(Event{Kind: KindAttach, Client: 2, Conn: 2, Outcome: "resumed"})
+		b.add(Event{Kind: KindConnClosed, Client: 2, Conn: closedConn})
+		b.add(Event{Kind: deliver, MsgID: 1, Tag: 5, Sub: 1, Index: 2, NowMs: clock0, AutoAck: true})
+		b.add(Event{Kind: KindAttach, Client: 2, Conn: 3, Outcome: "resumed"}) // and never gets it
+		return &b.h
+	}
+	if v := sessionViolations(mk(1), "dormant_delivery"); len(v) != 0 {
+		t.Fatalf("a delivery on the resumed connection was flagged after the old one's late close: %v", v)
+	}
+	if v := sessionViolations(mk(2), "dormant_delivery"); len(v) != 1 {
+		t.Fatalf("a delivery after the current connection closed was not flagged: %v", v)
+	}
+}
+
+// A late ack sent on a connection the broker then closed may be lost with
+// it, before the client notices (seed 1909 --swarm, stalled-clients: a slow
+// consumer cut at its outbox bound).
+func TestLateAckOnAConnectionTheBrokerClosedMayBeLost(t *testing.T) {
+	mk := func(closedConn uint64) *History {
+		b := newBuilder().published(Event{})
+		b.add(Event{Kind: KindAttach, Client: 2, Conn: 1, Outcome: "new"})
+		b.subscribed(1, 1).delivered(5, 0, 2, clock0)
+		b.add(Event{Kind: KindAttach, Client: 2, Conn: 2, Outcome: "resumed"})
+		b.add(Event{Kind: KindSettleCall, Client: 2, Op: 9, MsgID: 1, Sub: 1, Tag: 5, Action: ActionAck, Trigger: "late"})
+		b.add(Event{Kind: KindConnClosed, Client: 2, Conn: closedConn})
+		b.entry(core.EntryRequeue, 3, clock0+10, func(e *Event) { e.Cause = core.CauseSubscriptionEnd })
+		return &b.h
+	}
+	if v := sessionViolations(mk(2), "late_ack"); len(v) != 0 {
+		t.Fatalf("a late ack lost with its connection was flagged: %v", v)
+	}
+	if v := sessionViolations(mk(1), "late_ack"); len(v) != 1 {
+		t.Fatalf("a lost late ack on a live connection was not flagged: %v", v)
+	}
+}

@@ -184,7 +184,7 @@ func (b *Broker) connClosed(c *brokerConn) {
 		return
 	}
 	delete(b.conns, c.id)
-	b.w.rec.add(checker.Event{Kind: checker.KindConnClosed, Node: b.id, Client: c.link.peer.id})
+	b.w.rec.add(checker.Event{Kind: checker.KindConnClosed, Node: b.id, Client: c.link.peer.id, Conn: c.link.id})
 	conn, sid := node.ConnID(c.id), c.session
 	b.later(0, func() {
 		b.stepNode(&node.ConnClosed{NowMs: b.nowMs(), Conn: conn}, "conn_closed")

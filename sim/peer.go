@@ -447,7 +447,7 @@ func (p *Peer) recordAttach(outcome wire.ResumeOutcome) {
 	if int(outcome) < len(outcomeNames) {
 		name = outcomeNames[outcome]
 	}
-	ev := checker.Event{Kind: checker.KindAttach, Client: p.id, Outcome: name}
+	ev := checker.Event{Kind: checker.KindAttach, Client: p.id, Outcome: name, Conn: p.link.id}
 	if p.resuming && p.lostAuthed {
 		// The safety phase's knobs bound what is still on its way now.
 		f := &p.w.safetyFaults
