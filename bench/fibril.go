@@ -246,3 +246,49 @@ func (f *Fibril) Remaining(ctx context.Context) (int64, error) {
 }
 
 var _ Target = (*Fibril)(nil)
+
+// PrepareLog declares a fresh single-partition durable stream (the durable
+// tier: every record fsynced before its confirm and before any delivery).
+func (f *Fibril) PrepareLog(ctx context.Context, w Workload) error {
+	f.w = w
+	f.topic = QueueName(w.Scenario, f.Transport, time.Now())
+	c, err := f.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	partitions, err := c.DeclarePlexus(ctx, client.NewStreamConfig(f.topic).PartitionCount(1).Durability(client.DurabilityDurable))
+	if err != nil {
+		return err
+	}
+	if partitions != 1 {
+		return fmt.Errorf("stream %s has %d partitions, want 1", f.topic, partitions)
+	}
+	return nil
+}
+
+// NewReader opens a connection and a durable cursor of its own (a new name
+// starts at the oldest retained record), acking each delivery.
+func (f *Fibril) NewReader(ctx context.Context, idx int, deliver DeliverFunc) (Consumer, error) {
+	c, err := f.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := c.SubscribeStream(ctx, f.topic, client.StreamOptions{
+		Durable: fmt.Sprintf("reader-%d", idx), Prefetch: uint32(f.w.Prefetch)})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	fc := &fibrilConsumer{c: c, done: make(chan struct{})}
+	go func() {
+		defer close(fc.done)
+		for d := range sub.Deliveries() {
+			deliver(d.Payload)
+			_ = d.Ack(ctx)
+		}
+	}()
+	return fc, nil
+}
+
+var _ FanoutTarget = (*Fibril)(nil)

@@ -32,13 +32,13 @@ type RunOptions struct {
 	ServerPID int           // broker process to sample; 0 = none
 }
 
-// fanoutUnsupported explains the fanout row until streams exist.
-const fanoutUnsupported = "fibril has no streams (append-only logs with independent readers) yet"
+// fanoutUnsupported explains the fanout row of a target without logs.
+const fanoutUnsupported = "this target has no append-only logs with independent readers"
 
 // Run runs w against t and returns the result line and its status.
 func Run(t Target, w Workload, o RunOptions) (*Line, string) {
 	out := headerLine(w, o)
-	if w.Scenario == ScenarioFanout {
+	if _, ok := t.(FanoutTarget); w.Scenario == ScenarioFanout && !ok {
 		out.Set("status", StatusUnsupported)
 		out.Set("err", fanoutUnsupported)
 		return out, StatusUnsupported
@@ -52,6 +52,8 @@ func Run(t Target, w Workload, o RunOptions) (*Line, string) {
 		err = runConfirmedPublish(ctx, t, w, out)
 	case ScenarioEndToEnd:
 		err = runEndToEnd(ctx, t, w, out)
+	case ScenarioFanout:
+		err = runFanout(ctx, t, w, out)
 	default:
 		err = errors.New("unknown scenario " + w.Scenario)
 	}

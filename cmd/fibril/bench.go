@@ -101,7 +101,8 @@ line per transport in the harness's key=value format.
 Scenarios:
   confirmed-publish   producers publish persistent messages with confirms
   end-to-end          producers publish (confirmed) while consumers receive+ack
-  fanout              prints status=unsupported: Fibril has no streams yet
+  fanout              producers preload a durable stream, then independent
+                      durable readers each read all of it and ack
   report [FILE]       reads result lines (FILE or stdin) of fibril and the
                       harness, prints the markdown table and the ratio lines
 

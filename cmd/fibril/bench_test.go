@@ -217,13 +217,13 @@ func TestBenchRejectsBadArguments(t *testing.T) {
 	}
 }
 
-func TestBenchFanoutNeedsNoBroker(t *testing.T) {
+func TestBenchFanoutWithoutABrokerIsAnError(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := benchMain([]string{"fanout", "-addr", "127.0.0.1:1"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
+	if code := benchMain([]string{"fanout", "-addr", "127.0.0.1:1", "-transport", "tcp", "-timeout", "5s"}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, stderr.String())
 	}
-	if !strings.HasPrefix(stdout.String(), "system=fibril-quic scenario=fanout ") ||
-		!strings.Contains(stdout.String(), " status=unsupported ") {
+	if !strings.HasPrefix(stdout.String(), "system=fibril-tcp scenario=fanout ") ||
+		!strings.Contains(stdout.String(), " consumers=4 ") || !strings.Contains(stdout.String(), " status=error ") {
 		t.Fatalf("line %q", stdout.String())
 	}
 }
