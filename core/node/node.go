@@ -479,7 +479,8 @@ func (n *Node) release(g *gatedAction) {
 		}
 	case gatedDeclared:
 		if g.stream {
-			n.send(g.to, &g.declared) // a stream has no settings to apply
+			answer := g.declared // g is cleared once released
+			n.send(g.to, &answer) // a stream has no settings to apply
 			break
 		}
 		// The settings go out first: the answer waits for them.
