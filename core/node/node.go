@@ -137,7 +137,7 @@ type gatedAction struct {
 // partitionEntry is a partition being loaded or loaded.
 type partitionEntry struct {
 	loaded  bool
-	stream  bool // a stream partition (no settings, no dead letters)
+	stream  bool     // a stream partition (no settings, no dead letters)
 	waiters []opener // loading only
 	// sent is the catalogue settings the LoadRequest carried: a declare
 	// during the load is sent on at LoadDone.
@@ -479,7 +479,7 @@ func (n *Node) release(g *gatedAction) {
 		}
 	case gatedDeclared:
 		if g.stream {
-			answer := g.declared // g is cleared once released
+			answer := g.declared  // g is cleared once released
 			n.send(g.to, &answer) // a stream has no settings to apply
 			break
 		}
