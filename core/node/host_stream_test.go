@@ -13,7 +13,7 @@ import (
 // it, reports durability at once when autoPersist, and checks the
 // invariants after every step.
 type streamHostHarness struct {
-	t           testing.TB
+	t           sessT
 	h           *StreamHost
 	now         int64
 	log         map[uint64]core.Entry
@@ -35,7 +35,7 @@ func testStreamConfig(id core.QueueID) stream.Config {
 	return cfg
 }
 
-func newStreamHostHarness(t testing.TB, settings core.StreamSettings) *streamHostHarness {
+func newStreamHostHarness(t sessT, settings core.StreamSettings) *streamHostHarness {
 	t.Helper()
 	id := qid("ticks", 0)
 	scfg := testStreamConfig(id)
