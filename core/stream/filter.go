@@ -11,6 +11,8 @@ import "github.com/fibril-go/fibril/core"
 
 // matches reports whether headers pass every clause.
 func matches(filter []Clause, headers []core.Header) bool {
+	// Bounded: FilterClausesMax clauses, each scanning the record's headers
+	// (HeaderCountMax) and matching one value.
 	for i := range filter {
 		if !clauseMatches(&filter[i], headers) {
 			return false
@@ -34,6 +36,8 @@ func clauseMatches(c *Clause, headers []core.Header) bool {
 // greedy walk with one backtrack point (the last '*'): O(len(p)*len(v)) at
 // worst, no recursion, no allocation.
 func globMatch(pattern, value string) bool {
+	// p and v walk pattern and value; star is the last '*' seen and mark
+	// the value position it is currently taken to swallow up to.
 	p, v := 0, 0
 	star, mark := -1, 0
 	for v < len(value) {
@@ -52,6 +56,8 @@ func globMatch(pattern, value string) bool {
 			return false
 		}
 	}
+	assertTrue(v == len(value), "the walk consumed the whole value")
+	// Trailing stars match the empty rest.
 	for p < len(pattern) && pattern[p] == '*' {
 		p++
 	}

@@ -19,6 +19,8 @@ func (p *Partition) CheckInvariants() error {
 	if p.durableOffsetEnd > p.nextOffset {
 		return fmt.Errorf("durable offset end %d beyond next offset %d", p.durableOffsetEnd, p.nextOffset)
 	}
+	// Stored cursors lie in the retained window: commits are clamped at
+	// apply, and retention clamps the rest at SnapshotDone.
 	for name, next := range p.cursors {
 		if next < p.oldest || next > p.nextOffset {
 			return fmt.Errorf("cursor %q at %d outside [%d, %d]", name, next, p.oldest, p.nextOffset)
@@ -27,6 +29,8 @@ func (p *Partition) CheckInvariants() error {
 	if err := p.checkRing(); err != nil {
 		return err
 	}
+	// The awaiting queue is exactly the records not yet durable, in order:
+	// a confirm can neither be lost nor released early.
 	for i := 0; i < p.awaiting.len(); i++ {
 		a := p.awaiting.at(i)
 		if a.index <= p.durableIndex || a.offset != p.durableOffsetEnd+uint64(i) {
@@ -36,9 +40,13 @@ func (p *Partition) CheckInvariants() error {
 	if uint64(p.awaiting.len()) != p.nextOffset-p.durableOffsetEnd {
 		return fmt.Errorf("%d records await durability, %d are not durable", p.awaiting.len(), p.nextOffset-p.durableOffsetEnd)
 	}
+	// A pending truncation ends at a segment boundary still in the table
+	// (SnapshotDone drops exactly those segments).
 	if t := p.truncating; t != nil && (t.segments > p.segments.len() || t.upToIndex != p.segments.segs[t.segments-1].lastIndex) {
 		return fmt.Errorf("pending truncation to %d does not end a segment", t.upToIndex)
 	}
+	// Commits are flushed at the end of every step: none is left behind
+	// in memory, where a crash would lose it silently.
 	if len(p.commits) != 0 {
 		return fmt.Errorf("%d commits left unlogged after a step", len(p.commits))
 	}
@@ -51,6 +59,8 @@ func (p *Partition) checkLog() error {
 	if p.oldest > p.nextOffset {
 		return fmt.Errorf("oldest offset %d beyond next offset %d", p.oldest, p.nextOffset)
 	}
+	// Walk the table once: dense offsets from oldest, growing indexes, at
+	// least one entry per record, only the last segment open.
 	var records, bytes uint64
 	want := p.oldest
 	var lastIndex uint64
@@ -87,6 +97,8 @@ func (p *Partition) checkRing() error {
 	if r.empty() {
 		return nil
 	}
+	// The ring is a contiguous suffix of the retained records, and its byte
+	// count is what its records charge.
 	var bytes int64
 	for i := 0; i < r.n; i++ {
 		rec := r.at(i)
@@ -112,6 +124,9 @@ func (p *Partition) checkSubscriptions() error {
 	if len(p.subOrder) != len(p.subs) {
 		return fmt.Errorf("%d subscriptions in order, %d in map", len(p.subOrder), len(p.subs))
 	}
+	// Each subscription lies in the retained window with a window in
+	// bounds, and the active-name counts (CursorsMax) match the
+	// subscriptions' names.
 	names := map[string]int{}
 	for i, id := range p.subOrder {
 		sub := p.subs[id]
@@ -139,6 +154,8 @@ func (p *Partition) checkSubscriptions() error {
 			return fmt.Errorf("name %q held by %d subscriptions, counted %d", name, n, p.activeNames[name])
 		}
 	}
+	// Settings are validated at declare and on decode; this catches a
+	// snapshot restore that skipped a check.
 	if p.settings.Tier > core.TierDurable {
 		return fmt.Errorf("tier %d unknown", p.settings.Tier)
 	}

@@ -30,13 +30,15 @@ type Partition struct {
 	// durableOffsetEnd: every offset below it has a durable record entry.
 	durableOffsetEnd uint64
 
-	// Durable state.
+	// Durable state: what entries (and retention, via the truncation
+	// snapshot) built; Snapshot encodes exactly this.
 	nextOffset uint64
 	oldest     uint64 // the oldest retained offset (nextOffset when none)
 	segments   segmentTable
 	cursors    map[string]uint64 // durable name -> next offset
 
-	// Volatile state.
+	// Volatile state: rebuilt empty (or, for the ring, from the replayed
+	// entries) by Load; never in a snapshot.
 	nowMs       int64
 	ring        tailRing
 	awaiting    awaitQueue // records not yet durable, with their confirms
@@ -129,15 +131,23 @@ func (p *Partition) CheckDeclare(settings core.StreamSettings) *core.Error {
 
 // Step feeds one input and returns its effects (see Ready).
 func (p *Partition) Step(in Input) *Ready {
+	// One Ready is reused across steps: the driver copies what it keeps
+	// before the next Step (see Ready), and the steady state allocates
+	// nothing for it.
 	p.rd.reset()
+	// The clock only moves forward inside: a driver clock stepping back
+	// cannot un-age a segment or shorten a read backoff.
 	if now := in.nowMs(); now > p.nowMs {
 		p.nowMs = now
 	}
+	// A fresh partition's declare goes out in its first Ready, ahead of
+	// anything the first input logs, so it is entry 1 of the log.
 	if p.pendingDeclare != nil {
 		s := *p.pendingDeclare
 		p.pendingDeclare = nil
 		p.appendEntry(core.Entry{Kind: core.EntryStreamDeclare, Stream: &s})
 	}
+	// Declared by now: NewPartition queued the declare, Load required one.
 	assertTrue(p.declared, "a partition serves only once declared")
 	switch in := in.(type) {
 	case *Tick:
@@ -174,6 +184,8 @@ func (p *Partition) appendEntry(e core.Entry) {
 	e.Epoch = p.cfg.Epoch
 	e.Index = p.lastIndex + 1
 	p.rd.Persist = append(p.rd.Persist, e)
+	// Apply the copy in Persist, not e: the ring then shares the very body
+	// storage is handed, and the live path runs the replay path's apply.
 	p.apply(&p.rd.Persist[len(p.rd.Persist)-1])
 }
 
@@ -191,8 +203,10 @@ func (p *Partition) apply(e *core.Entry) {
 		assertTrue(p.declared, "records follow the declare")
 		assertTrue(e.Offset == p.nextOffset, "record offsets are dense")
 		assertTrue(e.Body != nil, "a record has a body")
+		// The segment table counts payload bytes only (max_bytes is about
+		// what producers sent); the ring charges headers and overhead too.
 		p.segments.add(&p.cfg, e.Offset, e.Index, e.Epoch, uint64(len(e.Body.Payload)), e.AtMs)
-		p.ring.push(ringRecord{offset: e.Offset, index: e.Index, atMs: e.AtMs, body: e.Body}, p.cfg.TailBytesMax)
+		p.ring.push(ringRecord{offset: e.Offset, atMs: e.AtMs, body: e.Body}, p.cfg.TailBytesMax)
 		p.nextOffset++
 	case core.EntryCursorCommit:
 		assertTrue(p.declared, "commits follow the declare")
@@ -228,14 +242,20 @@ func (p *Partition) onPublish(in *Publish) {
 		p.replyError(in.Ref, err)
 		return
 	}
+	// Backpressure, as for queues: the awaiting queue (and the entries
+	// storage holds unsynced) stay bounded when storage falls behind.
 	if p.lastIndex-p.durableIndex >= uint64(p.cfg.UnpersistedEntriesMax) {
 		p.replyError(in.Ref, core.ErrStorageBehind)
 		return
 	}
+	// The broker's receive stamp, as on a queue; AtMs (the same clock) is
+	// what retention and by-time starts use, so it never goes back.
 	body.ReceivedMs = p.nowMs
 	offset := p.nextOffset
 	p.appendEntry(core.Entry{Kind: core.EntryStreamRecord, Offset: offset, Body: body, AtMs: p.nowMs})
 	assertTrue(p.nextOffset == offset+1, "a publish adds one record")
+	// The awaiting queue tracks every record, confirmed or not: it is also
+	// how durableOffsetEnd (durable-tier visibility, reads) advances.
 	reply := core.Reply{Ref: in.Ref, Kind: core.ReplyPublished, Offset: offset}
 	if p.settings.Tier == core.TierEphemeral {
 		// Ephemeral: confirmed when staged; its entry is never waited for.
@@ -247,6 +267,9 @@ func (p *Partition) onPublish(in *Publish) {
 }
 
 // checkRecord applies the limits a queue publish has (core's rules).
+// A stream never dead-letters, so no record is a system publish: reserved
+// headers are refused outright (the session adds fibril.speculative itself,
+// on the DELIVER frame, not in the record).
 func (p *Partition) checkRecord(body *core.Body) *core.Error {
 	if len(body.Payload) > p.cfg.PayloadBytesMax {
 		return core.ErrPayloadTooLarge
@@ -273,6 +296,8 @@ func (p *Partition) onPersisted(in *Persisted) {
 		return // a late or repeated report
 	}
 	p.durableIndex = in.UpToIndex
+	// Records become durable in log order, so the awaiting queue drains
+	// from the front; a confirm leaves exactly when its record is durable.
 	for !p.awaiting.empty() && p.awaiting.front().index <= p.durableIndex {
 		a := p.awaiting.pop()
 		assertTrue(a.offset == p.durableOffsetEnd, "records become durable in offset order")
@@ -305,7 +330,10 @@ func (q *awaitQueue) at(i int) awaited { return q.items[q.head+i] }
 
 func (q *awaitQueue) pop() awaited {
 	a := q.items[q.head]
+	q.items[q.head] = awaited{} // drop the reply it held
 	q.head++
+	// Reuse the backing array: an empty queue restarts at 0, a long one
+	// compacts once its dead prefix is most of it.
 	if q.head == len(q.items) {
 		q.items, q.head = q.items[:0], 0
 	} else if q.head > 1024 && q.head > len(q.items)/2 {
@@ -329,6 +357,8 @@ func (p *Partition) nextWakeMs() int64 {
 			consider(agedOutAtMs(first.lastAtMs, p.settings.MaxAgeMs))
 		}
 	}
+	// A read backoff needs a wake-up of its own: nothing else would make
+	// the subscription read again if no record arrives.
 	for _, id := range p.subOrder {
 		if sub := p.subs[id]; sub.readRetryAtMs > p.nowMs {
 			consider(sub.readRetryAtMs)

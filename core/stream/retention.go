@@ -33,6 +33,9 @@ func (p *Partition) retain() {
 	if s.MaxAgeMs == 0 && s.MaxBytes == 0 && s.MaxRecords == 0 {
 		return
 	}
+	// Walk from the oldest segment, taking each while a bound is crossed
+	// by what would remain with it: several segments may go in one
+	// truncation, at most the whole table (bounded).
 	records, bytes := p.segments.retainedRecords, p.segments.retainedBytes
 	n := 0
 	for n < p.segments.len() {

@@ -14,11 +14,14 @@ import "github.com/fibril-go/fibril/core"
 
 // segment is one logical segment: 64 bytes for up to SegmentRecordsMax records.
 type segment struct {
+	// Offsets say what it holds; indexes say where a read starts and
+	// where a truncation ends.
 	firstOffset, lastOffset uint64
 	firstIndex, lastIndex   uint64
 	lastEpoch               uint64 // epoch of lastIndex: a truncation snapshot names it
 	payloadBytes            uint64
-	firstAtMs, lastAtMs     int64
+	// Publish times: age retention looks at lastAtMs, by-time starts too.
+	firstAtMs, lastAtMs int64
 }
 
 func (s *segment) records() uint64 { return s.lastOffset - s.firstOffset + 1 }
@@ -50,6 +53,8 @@ func (t *segmentTable) last() *segment {
 // a new one when there is none or the last is sealed.
 func (t *segmentTable) add(cfg *Config, offset, index, epoch uint64, payloadBytes uint64, atMs int64) {
 	last := t.last()
+	// Sealing is decided from the records alone (counts, bytes, config),
+	// so replay after a truncation snapshot seals at the same offsets.
 	if last == nil || last.sealed(cfg) {
 		t.segs = append(t.segs, segment{firstOffset: offset, firstIndex: index, firstAtMs: atMs, lastOffset: offset - 1})
 		last = t.last()
@@ -74,6 +79,8 @@ func (t *segmentTable) dropFront(cfg *Config, n int) {
 		t.retainedRecords -= s.records()
 		t.retainedBytes -= s.payloadBytes
 	}
+	// Re-slicing keeps the dropped prefix's array alive; copy once it is
+	// mostly dead so the table's memory follows retention.
 	t.segs = t.segs[n:]
 	if cap(t.segs) > 64 && len(t.segs) < cap(t.segs)/4 {
 		t.segs = append([]segment(nil), t.segs...)
@@ -82,6 +89,8 @@ func (t *segmentTable) dropFront(cfg *Config, n int) {
 
 // find returns the segment holding offset, or nil.
 func (t *segmentTable) find(offset uint64) *segment {
+	// Binary search on lastOffset: segments are sorted and dense, so the
+	// first whose last offset reaches offset holds it (or none does).
 	lo, hi := 0, len(t.segs)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
@@ -122,7 +131,6 @@ const ringRecordChargeBytes = 64
 // ringRecord is one record kept in memory.
 type ringRecord struct {
 	offset uint64
-	index  uint64
 	atMs   int64
 	body   *core.Body
 }
@@ -170,12 +178,16 @@ func (r *tailRing) get(offset uint64) *ringRecord {
 // push appends the newest record and evicts the oldest while over budget,
 // always keeping the newest.
 func (r *tailRing) push(rec ringRecord, budgetBytes int64) {
+	// The ring grows by doubling up to what TailBytesMax lets it hold,
+	// then stays: eviction keeps n bounded by budget / charge.
 	if r.n == len(r.buf) {
 		r.grow()
 	}
 	*r.at(r.n) = rec
 	r.n++
 	r.bytes += recordChargeBytes(rec.body)
+	// The newest record always stays, even over budget: live subscribers
+	// of a stream of huge records still get them without a read.
 	for r.n > 1 && r.bytes > budgetBytes {
 		r.popFront()
 	}
@@ -193,6 +205,7 @@ func (r *tailRing) popFront() {
 	assertTrue(r.n > 0, "pop from a non-empty ring")
 	rec := r.at(0)
 	r.bytes -= recordChargeBytes(rec.body)
+	// Clear the slot: the body may be large, and only the log needs it now.
 	*rec = ringRecord{}
 	r.head = (r.head + 1) % len(r.buf)
 	r.n--

@@ -60,6 +60,9 @@ func (p *Partition) requestRead(sub *subscription) {
 	if sub.next >= p.durableOffsetEnd {
 		return // not durable yet: storage may not have it; Persisted will wake us
 	}
+	// Continue where the last read stopped; else start at the segment
+	// holding next (the table has no per-record index, so up to a
+	// segment's worth of older entries is read and passed over).
 	from := sub.readIndex
 	if from == 0 {
 		seg := p.segments.find(sub.next)

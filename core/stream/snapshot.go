@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/fibril-go/fibril/core"
@@ -44,6 +45,9 @@ func (p *Partition) Snapshot() []byte {
 // segment: nothing retained, the cursors clamped to the new oldest offset.
 func (p *Partition) truncationSnapshot(last *segment) []byte {
 	oldest := last.lastOffset + 1
+	assertTrue(last.lastIndex <= p.durableIndex, "a truncation snapshot covers durable entries only")
+	// Clamp as SnapshotDone will: the loaded state then equals the live one
+	// after it, and no cursor in the snapshot names a dropped record.
 	cursors := make(map[string]uint64, len(p.cursors))
 	for name, next := range p.cursors {
 		cursors[name] = max(next, oldest)
@@ -53,18 +57,26 @@ func (p *Partition) truncationSnapshot(last *segment) []byte {
 }
 
 func encodeSnapshot(s *snapshotState) []byte {
+	// Map order is random: sort names so equal states give equal bytes.
 	names := make([]string, 0, len(s.cursors))
 	for name := range s.cursors {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	// Size once: a segment is 64 bytes, a cursor about 12 plus its name.
 	dst := make([]byte, 0, 128+64*len(s.segments)+24*len(names))
+	// Layout (FSS1, big-endian): magic, epoch and index of the last entry
+	// it covers, settings, next offset, oldest offset, the segments (eight
+	// u64 each), then the cursors (name, next) sorted by name. Append-only:
+	// a new field means a new magic, and the old one stays readable.
 	dst = append(dst, snapshotMagic[:]...)
 	dst = binary.BigEndian.AppendUint64(dst, s.epoch)
 	dst = binary.BigEndian.AppendUint64(dst, s.lastIndex)
 	dst = core.AppendStreamSettings(dst, &s.settings)
 	dst = binary.BigEndian.AppendUint64(dst, s.nextOffset)
 	dst = binary.BigEndian.AppendUint64(dst, s.oldest)
+	assertTrue(len(s.segments) <= math.MaxUint32, "the segment count fits its field")
+	assertTrue(len(names) <= math.MaxUint32, "the cursor count fits its field")
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(s.segments)))
 	for i := range s.segments {
 		g := &s.segments[i]
@@ -93,6 +105,7 @@ func Load(cfg Config, snapshot []byte, entries []core.Entry) (*Partition, error)
 		return nil, err
 	}
 	p := newPartition(cfg)
+	// No snapshot: the log must start with its declare (checked below).
 	if snapshot != nil {
 		if err := p.restoreSnapshot(snapshot); err != nil {
 			return nil, err
@@ -121,12 +134,15 @@ func Load(cfg Config, snapshot []byte, entries []core.Entry) (*Partition, error)
 			return nil, fmt.Errorf("cursor %q at %d beyond the log's %d: %w", name, next, p.nextOffset, core.ErrInconsistentLog)
 		}
 	}
+	// Everything loaded is durable: storage gave it back after a restart.
 	p.durableIndex = p.lastIndex
 	p.durableOffsetEnd = p.nextOffset
 	return p, nil
 }
 
 func (p *Partition) applyRecovered(e *core.Entry) (err error) {
+	// apply asserts what a live partition can never log; in replay the
+	// same broken rule means a bad log, which is reported, not a crash loop.
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("stream entry %d (kind %d): %v: %w", e.Index, e.Kind, r, core.ErrInconsistentLog)
@@ -141,6 +157,8 @@ func (p *Partition) restoreSnapshot(b []byte) error {
 		return ErrCorruptSnapshot
 	}
 	b = b[4:]
+	// Short reads set bad and yield zeroes, so the fields read straight
+	// through and bad is checked at the few points counts are trusted.
 	var bad bool
 	u64 := func() uint64 {
 		if len(b) < 8 {
@@ -166,9 +184,12 @@ func (p *Partition) restoreSnapshot(b []byte) error {
 		return ErrCorruptSnapshot
 	}
 	b = rest
+	// A snapshot only exists for a declared stream: it stands for the
+	// declare entry it replaced.
 	p.settings, p.declared = settings, true
 	p.nextOffset, p.oldest = u64(), u64()
 	count := u32()
+	// Never allocate from an untrusted count the bytes cannot hold.
 	if bad || uint64(count)*64 > uint64(len(b)) {
 		return ErrCorruptSnapshot
 	}
@@ -192,6 +213,10 @@ func (p *Partition) restoreSnapshot(b []byte) error {
 		}
 		name := string(b[:n])
 		b = b[n:]
+		// Duplicate names cannot come from encodeSnapshot (a map's keys).
+		if _, dup := p.cursors[name]; dup {
+			return ErrCorruptSnapshot
+		}
 		p.cursors[name] = u64()
 	}
 	if bad || len(b) != 0 {

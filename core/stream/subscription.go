@@ -52,6 +52,8 @@ func (p *Partition) onSubscribe(in *Subscribe) {
 		p.replyError(in.Ref, core.ErrInvalidStreamStart)
 		return
 	}
+	// A new name will take a cursor slot at its first commit: count it
+	// now, so commits never have to be refused.
 	if in.DurableName != "" && p.isNewName(in.DurableName) && len(p.cursors)+p.newActiveNames() >= p.cfg.CursorsMax {
 		p.replyError(in.Ref, core.ErrTooManyCursors)
 		return
@@ -62,6 +64,9 @@ func (p *Partition) onSubscribe(in *Subscribe) {
 		return
 	}
 	assertTrue(start >= p.oldest && start <= p.nextOffset, "a start lies in the retained window")
+	// The filter is copied: the input is the driver's, reused after Step.
+	// committed starts at the start, so an ack of an older offset (a
+	// reconnect acking what it got before) never moves the cursor back.
 	sub := &subscription{id: in.SubID, name: in.DurableName, filter: append([]Clause(nil), in.Filter...),
 		autoAck: in.AutoAck, next: start, committed: start, minAtMs: minAtMs}
 	p.subs[in.SubID] = sub
@@ -102,13 +107,17 @@ func (p *Partition) resolveStart(in *Subscribe) (start uint64, minAtMs int64, ok
 	}
 	v := in.Start.Value
 	switch in.Start.Kind {
+	// Latest is the next offset, durable or not: in the durable tier the
+	// subscription then waits for it like every live subscriber.
 	case StartLatest:
 		return p.nextOffset, 0, true
 	case StartEarliest:
 		return p.oldest, 0, true
+	// An offset outside the window is clamped, not refused (PROTOCOL 5.11).
 	case StartOffset:
 		return clamp(v, p.oldest, p.nextOffset), 0, true
 	case StartNBack:
+		// Compare before subtracting: next - n would wrap for a large n.
 		if v >= p.nextOffset-p.oldest {
 			return p.oldest, 0, true
 		}
@@ -133,6 +142,8 @@ func (p *Partition) onUnsubscribe(in *Unsubscribe) {
 		p.replyError(in.Ref, core.ErrUnknownSubscription)
 		return
 	}
+	// Nothing is logged: the cursor already holds what was committed, and a
+	// read in flight is dropped when its answer finds no subscription.
 	delete(p.subs, in.SubID)
 	p.subOrder = removeSorted(p.subOrder, in.SubID)
 	if sub.name != "" {
@@ -157,6 +168,8 @@ func (p *Partition) onAck(in *Ack) {
 		p.replyError(in.Ref, core.ErrBatchTooLarge)
 		return
 	}
+	// Validate the whole batch before acting on any of it: a refused ack
+	// commits nothing.
 	var top uint64
 	for i, offset := range in.Offsets {
 		// Committing past a record never considered would skip it.
@@ -168,6 +181,8 @@ func (p *Partition) onAck(in *Ack) {
 			top = offset
 		}
 	}
+	// Checked before this return, so an ephemeral subscription's bad ack
+	// is refused the same way a durable one's is.
 	if sub.name == "" || len(in.Offsets) == 0 {
 		return // ephemeral: accepted and ignored
 	}
@@ -183,6 +198,8 @@ func (p *Partition) commit(sub *subscription, next uint64) {
 		return // never back for this subscription
 	}
 	sub.committed = next
+	// One slot per name per step: a later commit of the name (another
+	// subscription of it, or a later ack) overwrites, so the last wins.
 	if i, ok := p.commitAt[sub.name]; ok {
 		p.commits[i].Next = next
 		return
@@ -195,6 +212,7 @@ func (p *Partition) commit(sub *subscription, next uint64) {
 func (p *Partition) flushCommits() {
 	for start := 0; start < len(p.commits); start += p.cfg.CommitBatchMax {
 		end := min(start+p.cfg.CommitBatchMax, len(p.commits))
+		// Each entry owns its cursors: commits is reused next step.
 		batch := append([]core.CursorPos(nil), p.commits[start:end]...)
 		p.appendEntry(core.Entry{Kind: core.EntryCursorCommit, Cursors: batch})
 	}
@@ -208,10 +226,14 @@ func (p *Partition) onCredit(in *Credit) {
 		return // a credit racing an unsubscribe is harmless
 	}
 	assertTrue(in.Records <= sub.window, "a session credits only records it was handed")
+	// A credit is the session saying the frames are queued: the window
+	// reopens and the end-of-step serve hands out more.
 	sub.window -= in.Records
 	assertTrue(sub.window >= 0, "the window never goes negative")
 }
 
+// insertSorted and removeSorted keep subOrder sorted: serving in id order
+// makes a step's deliveries and commits independent of map order.
 func insertSorted(xs []uint64, x uint64) []uint64 {
 	i := 0
 	for i < len(xs) && xs[i] < x {
