@@ -61,7 +61,6 @@ func (p *peer) publishMany(topic string, first uint64, n int, build func(i int) 
 	}
 }
 
-
 func record(i int) *wire.Publish {
 	return &wire.Publish{Payload: []byte("r" + strconv.Itoa(i))}
 }
