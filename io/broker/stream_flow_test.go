@@ -158,3 +158,33 @@ func TestStreamBackfillFromLog(t *testing.T) {
 		t.Fatalf("%d of %d records read back from the log", read, n)
 	}
 }
+
+// TestStreamReadFailures: an index retention dropped meanwhile goes back to
+// the core as a failed read (it retries, its clamp moves on); a damaged log
+// stops the broker and the runner.
+func TestStreamReadFailures(t *testing.T) {
+	b, _ := testBroker(t, "", nil)
+	r := &hostRunner{b: b, id: core.QueueID{Topic: "s"}, notify: make(chan struct{}, 1), stop: make(chan struct{})}
+	r.readDone(7, nil, &logstore.CompactedError{Index: 3, FirstIndex: 10})
+	if len(r.queue) != 1 {
+		t.Fatalf("a compacted read left %d inputs", len(r.queue))
+	}
+	done, ok := r.queue[0].in.(*node.StreamReadDone)
+	if !ok || done.Token != 7 || done.Err == nil || len(done.Entries) != 0 {
+		t.Fatalf("a compacted read answered with %#v", r.queue[0].in)
+	}
+	select {
+	case <-b.Failed():
+		t.Fatal("a compacted read stopped the broker")
+	default:
+	}
+	r.readDone(8, nil, logstore.ErrCorrupt)
+	select {
+	case <-b.Failed():
+	default:
+		t.Fatal("a corrupt read left the broker running")
+	}
+	if !r.halted || len(r.queue) != 1 {
+		t.Fatalf("after a corrupt read: halted %v, %d inputs", r.halted, len(r.queue))
+	}
+}
