@@ -18,3 +18,12 @@ var (
 	// still a storage reference: the driver reads it back first.
 	ErrDeadLetterUnresolved = newError(CodeInternal, true, "dead-letter copy without its payload; retried later")
 )
+
+// Streams through the node core: a topic is a queue or a stream, never both
+// (PROTOCOL 5.14), and a stream exists only once declared (PROTOCOL 5.11
+// step 3).
+var (
+	ErrTopicIsQueue      = newError(CodeInvalid, false, "the topic is a queue here: a topic is a queue or a stream, never both")
+	ErrTopicIsStream     = newError(CodeInvalid, false, "the topic is a stream here: a topic is a queue or a stream, never both")
+	ErrStreamNotDeclared = newError(CodeNotFound, false, "no such stream partition: declare the stream first (DECLARE_PLEXUS)")
+)

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/stream"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -81,6 +82,9 @@ type Config struct {
 	// Partition is the template of every partition's core config (Queue,
 	// Epoch and TagFloor are filled per partition by the Node).
 	Partition core.Config
+	// StreamPartition is the template of every stream partition's config
+	// (Stream and Epoch are filled per partition by the Node).
+	StreamPartition stream.Config
 }
 
 // DefaultConfig returns the embedded defaults (SPEC 8, 14).
@@ -106,6 +110,7 @@ func DefaultConfig() Config {
 		DeadLetterRetryMaxMs:       5000,
 		DeadLettersInflightMax:     256,
 		Partition:                  core.DefaultConfig(core.QueueID{Topic: "template"}),
+		StreamPartition:            stream.DefaultConfig(core.QueueID{Topic: "template"}),
 	}
 }
 
@@ -136,6 +141,9 @@ func (c Config) Validate() error {
 		return errors.New("node config: dead-letter backoff needs 0 < min <= max")
 	case c.DeadLettersInflightMax < 1:
 		return errors.New("node config: dead letters in flight must be at least 1")
+	}
+	if err := c.StreamPartition.Validate(); err != nil {
+		return err
 	}
 	return c.Partition.Validate()
 }

@@ -36,6 +36,23 @@
 //     which must hold its bytes. A Host refuses a StoreDeadLetter whose body
 //     is still a ref (DeadLetterFailed; the source retries).
 //
+// # Streams
+//
+// A stream partition (package core/stream) is hosted by a StreamHost, a
+// fourth machine kind with the same Step shape (host_stream.go). The Node
+// catalogues streams (DECLARE_PLEXUS; a topic is a queue or a stream, never
+// both) and loads a stream partition for a LoadRequest of Kind KindStream:
+// the driver recovers a stream.Partition (stream.Load, or
+// stream.NewPartition for a new one) with the request's StreamConfig and
+// Stream settings and starts NewStreamHost. A StreamHost's Ready carries,
+// besides PersistEntries, Out and WakeMs, log reads (Ready.Reads, answered
+// by StreamReadDone with the read's Token, bodies resolved) and truncations
+// (Ready.Snapshot: storage saves Data as the snapshot at Index and drops the
+// entries up to it, then answers SnapshotDone). Sessions learn a
+// partition's kind from Opened.Kind and send stream inputs as
+// StreamRequest; the StreamHost answers with Response(s), StreamDeliveries
+// and StreamNotice.
+//
 // # Creating machines
 //
 // NewNode prepares the Node's boot record; NewHost may step its partition

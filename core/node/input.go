@@ -29,6 +29,7 @@ import (
 //	LoadDone      x
 //	SnapshotDone  x              x
 //	Drain         x
+//	StreamReadDone               x     (a StreamHost only)
 type Input interface{ nowMs() int64 }
 
 // Tick says time passed; drivers send it at Ready.WakeMs.
@@ -152,3 +153,15 @@ type Drain struct {
 }
 
 func (in *Drain) nowMs() int64 { return in.NowMs }
+
+// StreamReadDone answers a StreamRead of a StreamHost: the log entries from
+// its FromIndex on (bodies resolved, at most MaxEntries), or Err. Token is
+// the read's.
+type StreamReadDone struct {
+	NowMs   int64
+	Token   uint64
+	Entries []core.Entry
+	Err     *core.Error
+}
+
+func (in *StreamReadDone) nowMs() int64 { return in.NowMs }

@@ -1,6 +1,9 @@
 package node
 
-import "github.com/fibril-go/fibril/core"
+import (
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/stream"
+)
 
 // Entry points. Invariants:
 //   - each machine is stepped by one driver context at a time and answers
@@ -36,6 +39,10 @@ import "github.com/fibril-go/fibril/core"
 // The driver creates it for a LoadRequest, from the partition recovered
 // from storage.
 
+// StreamHost is one loaded stream partition: the stream.Partition and its
+// routing (host_stream.go). The driver creates it for a LoadRequest of kind
+// KindStream (NewStreamHost) and answers its Reads with StreamReadDone.
+
 var (
 	_ interface {
 		Step(Input) *Ready
@@ -51,4 +58,9 @@ var (
 		CheckInvariants() error
 		Partition() *core.Partition
 	} = (*Host)(nil)
+	_ interface {
+		Step(Input) *Ready
+		CheckInvariants() error
+		Partition() *stream.Partition
+	} = (*StreamHost)(nil)
 )

@@ -2,6 +2,7 @@ package node
 
 import (
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/stream"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -34,12 +35,26 @@ type Attach struct {
 // Opened answers Open: the queue exists (perhaps created now, implicitly)
 // with Partitions partitions and the requested one is loaded, or Err says
 // why not (400 out of range, 500 failed to load, 500 too many queues).
+//
+// Kind says what the partition is: a queue partition (a Host) or a stream
+// partition (a StreamHost, whose Queue has no group); the session routes
+// by it. A topic is one or the other, never both.
 type Opened struct {
 	Token      uint64
 	Queue      core.QueueID
 	Partitions uint32
+	Kind       PartitionKind
 	Err        *core.Error
 }
+
+// PartitionKind says whether a partition is a queue's or a stream's.
+// Append-only.
+type PartitionKind uint8
+
+const (
+	KindQueue  PartitionKind = 0
+	KindStream PartitionKind = 1
+)
 
 // Declared answers DeclareQueue once its catalogue entry is durable.
 type Declared struct {
@@ -61,11 +76,28 @@ type ShuttingDown struct {
 // with one partition if it was never declared (implicit queues, SPEC 1),
 // and the partition is loaded. Exact partitions only: one out of range gets
 // a 400.
+//
+// Stream says the requester needs a stream partition (SUBSCRIBE_STREAM):
+// an undeclared topic is never created then, it gets a 404 (PROTOCOL 5.11
+// step 3), and a queue's topic a 400. Without it a stream's topic opens
+// the stream partition (a PUBLISH to a stream) and anything else opens, or
+// implicitly creates, a queue.
 type Open struct {
 	Token     uint64
 	Topic     string
 	Group     string // normalised
 	Partition uint32
+	Stream    bool
+}
+
+// DeclareStream declares a stream (DECLARE_PLEXUS). Answered with Declared
+// once the stream's record is durable: a re-declare with the same settings
+// is idempotent, other settings get ErrStreamSettings (400), a queue's
+// topic ErrTopicIsQueue (400).
+type DeclareStream struct {
+	Token    uint64
+	Topic    string
+	Settings core.StreamSettings
 }
 
 // DeclareQueue declares or redeclares a queue. Nil fields keep their value;
@@ -118,6 +150,15 @@ type Request struct {
 	Input core.Input
 }
 
+// StreamRequest carries a client's stream partition input to a StreamHost:
+// *stream.Subscribe, *stream.Unsubscribe, *stream.Ack or *stream.Credit
+// (a PUBLISH to a stream arrives as a Request with a *core.Publish). The
+// StreamHost stamps NowMs and its own Ref; Token as for Request.
+type StreamRequest struct {
+	Token uint64
+	Input stream.Input
+}
+
 // ---- Host -> Session
 
 // Response answers a Request that carried a Token.
@@ -140,6 +181,23 @@ type Deliveries struct {
 	Queue core.QueueID
 	SubID uint64
 	Items []core.Delivery
+}
+
+// StreamDeliveries hands a batch of one stream subscription's records of
+// one partition step to its session (delivery_tag = offset). The receiver
+// owns Items; bodies are shared with the partition, never mutated.
+type StreamDeliveries struct {
+	Stream core.QueueID
+	SubID  uint64
+	Items  []stream.Delivery
+}
+
+// StreamNotice tells a session what a stream partition reports about one
+// of its subscriptions without a reply (retention clamped it forward); the
+// session counts it, the wire has no frame for it.
+type StreamNotice struct {
+	Stream core.QueueID
+	Notice stream.Notice
 }
 
 // SubscriptionEnded says the partition ended a subscription on its own side;
@@ -222,3 +280,7 @@ func (*DeadLetterStored) message()  {}
 func (*DeadLetterFailed) message()  {}
 func (*DeclareSettings) message()   {}
 func (*SettingsApplied) message()   {}
+func (*DeclareStream) message()     {}
+func (*StreamRequest) message()     {}
+func (*StreamDeliveries) message()  {}
+func (*StreamNotice) message()      {}

@@ -130,11 +130,14 @@ type gatedAction struct {
 	// the loaded partitions get with the answer.
 	changed bool
 	key     queueKey // gatedDeclared, gatedCreated
+	// stream: a DeclareStream's answer (gatedDeclared), sent as is.
+	stream bool
 }
 
 // partitionEntry is a partition being loaded or loaded.
 type partitionEntry struct {
 	loaded  bool
+	stream  bool     // a stream partition (no settings, no dead letters)
 	waiters []opener // loading only
 	// sent is the catalogue settings the LoadRequest carried: a declare
 	// during the load is sent on at LoadDone.
@@ -263,6 +266,16 @@ func checkApplicable(s *durableState, r *record) error {
 		if old := s.queues[r.queue.key]; old != nil && old.partitions != r.queue.partitions {
 			return fmt.Errorf("%w: queue %v changed its partition count", ErrCorruptRecord, r.queue.key)
 		}
+		if s.streams[r.queue.key.Topic] != nil {
+			return fmt.Errorf("%w: queue %v on a stream's topic", ErrCorruptRecord, r.queue.key)
+		}
+	case recordStream:
+		if old := s.streams[r.stream.topic]; old != nil && old.settings != r.stream.settings {
+			return fmt.Errorf("%w: stream %q changed its settings", ErrCorruptRecord, r.stream.topic)
+		}
+		if s.queueTopics[r.stream.topic] > 0 {
+			return fmt.Errorf("%w: stream %q is a queue's topic", ErrCorruptRecord, r.stream.topic)
+		}
 	case recordSessionIDs:
 		if r.sessionIDCeiling <= s.sessionIDCeiling {
 			return fmt.Errorf("%w: session id ceiling %d after %d", ErrCorruptRecord, r.sessionIDCeiling, s.sessionIDCeiling)
@@ -350,6 +363,8 @@ func (n *Node) onDeliver(in *Deliver) {
 		n.onOpen(from, msg)
 	case *DeclareQueue:
 		n.onDeclareQueue(from, msg)
+	case *DeclareStream:
+		n.onDeclareStream(from, msg)
 	case *AttachRefused:
 		n.onAttachRefused(msg.Conn, msg.HelloRequestID)
 	case *SessionEnded:
@@ -456,9 +471,18 @@ func (n *Node) release(g *gatedAction) {
 		waiters := n.bootWaiters
 		n.bootWaiters = nil
 		for _, w := range waiters {
+			if w.o.forward == nil && n.isStream(w.key) {
+				n.openStream(w.key, w.o)
+				continue
+			}
 			n.openQueue(w.key, w.o)
 		}
 	case gatedDeclared:
+		if g.stream {
+			answer := g.declared  // g is cleared once released
+			n.send(g.to, &answer) // a stream has no settings to apply
+			break
+		}
 		// The settings go out first: the answer waits for them.
 		if g.changed {
 			n.updateLoadedPartitions(g.key)
@@ -485,7 +509,7 @@ func (n *Node) maybeSnapshot() {
 	// The live state is one record per queue and skeleton, plus the boot
 	// record: that is what a snapshot replaces.
 	assertHold(n.state.lastIndex >= n.snapshotBase, "a snapshot never covers records not yet appended")
-	live := len(n.state.queues) + len(n.state.skeletons) + 1
+	live := len(n.state.queues) + len(n.state.streams) + len(n.state.skeletons) + 1
 	if n.state.lastIndex-n.snapshotBase <= uint64(max(n.cfg.NodeSnapshotRecordsMin, snapshotLiveFactor*live)) {
 		return
 	}

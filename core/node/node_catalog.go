@@ -33,7 +33,17 @@ func (n *Node) onOpen(from Address, msg *Open) {
 		n.failOpener(key, o, core.ErrInvalidName)
 		return
 	}
-	n.openQueue(key, o)
+	switch {
+	case n.isStream(key):
+		n.openStream(key, o)
+	case msg.Stream && n.state.queueTopics[key.Topic] > 0:
+		n.failOpener(key, o, core.ErrTopicIsQueue)
+	case msg.Stream:
+		// PROTOCOL 5.11 step 3: a stream is never created by subscribing.
+		n.failOpener(key, o, core.ErrStreamNotDeclared)
+	default:
+		n.openQueue(key, o)
+	}
 }
 
 // openQueue creates the queue if it was never declared (one partition,
@@ -43,9 +53,15 @@ func (n *Node) openQueue(key queueKey, o opener) {
 	// The catalogue entry exists from this step on (a second Open sees it
 	// and waits with the first); its record makes it durable.
 	if n.state.queues[key] == nil {
+		// A topic is a queue or a stream: no implicit queue (nor a
+		// dead-letter target) on a stream's topic.
+		if n.isStream(key) {
+			n.failOpener(key, o, core.ErrTopicIsStream)
+			return
+		}
 		// QueuesMax bounds the catalogue, which every snapshot writes whole: an
 		// implicit queue per typo'd topic would otherwise grow it without limit.
-		if len(n.state.queues) >= n.cfg.QueuesMax {
+		if len(n.state.queues)+len(n.state.streams) >= n.cfg.QueuesMax {
 			n.failOpener(key, o, core.ErrTooManyQueues)
 			return
 		}
@@ -114,6 +130,10 @@ func (n *Node) queueCreated(key queueKey) {
 	assertHold(cq != nil && cq.index <= n.durableIndex, "a created queue waited for its record")
 	delete(n.creating, key)
 	for _, o := range cq.waiters {
+		if key.Group == "" && n.isStream(key) {
+			n.openStreamPartition(key, o)
+			continue
+		}
 		n.openPartition(key, o)
 	}
 }
@@ -177,7 +197,7 @@ func (n *Node) openerReady(id core.QueueID, partitions uint32, o opener) {
 	if o.forward == nil {
 		// A session's Open gets Opened; a forward's "open" is the copy itself,
 		// stored in the target and counted out of forwardsWaiting.
-		n.send(o.session, &Opened{Token: o.token, Queue: id, Partitions: partitions})
+		n.send(o.session, &Opened{Token: o.token, Queue: id, Partitions: partitions, Kind: n.kindOf(id)})
 		return
 	}
 	n.send(PartitionAddr(id), &StoreDeadLetter{Source: o.forward.source, Offset: o.forward.offset, Body: o.forward.body})
@@ -219,6 +239,14 @@ func (n *Node) onLoadDone(in *LoadDone) {
 		return
 	}
 	pe.loaded = true
+	if pe.stream {
+		entry := n.state.streams[in.Queue.Topic]
+		assertHold(entry != nil, "a loaded stream partition's stream is in the catalogue")
+		for _, o := range waiters {
+			n.openerReady(in.Queue, entry.settings.PartitionCount, o)
+		}
+		return
+	}
 	// A declare recorded while the partition loaded is not in the
 	// settings its LoadRequest carried: send it on now.
 	entry := n.state.queues[key]
@@ -287,6 +315,9 @@ func (n *Node) resolveDeclare(key queueKey, d *DeclareQueue) (*catalogEntry, *co
 	if validQueueKey(key) != nil {
 		return nil, core.ErrInvalidName
 	}
+	if n.isStream(key) {
+		return nil, core.ErrTopicIsStream
+	}
 	// PROTOCOL 5.12: the count is raised to at least 1; standalone
 	// partitioning is fixed, so an existing queue's count wins below.
 	count := max(d.PartitionCount, 1)
@@ -294,7 +325,7 @@ func (n *Node) resolveDeclare(key queueKey, d *DeclareQueue) (*catalogEntry, *co
 		return nil, core.ErrTooManyPartitions
 	}
 	entry := n.state.queues[key]
-	if entry == nil && len(n.state.queues) >= n.cfg.QueuesMax {
+	if entry == nil && len(n.state.queues)+len(n.state.streams) >= n.cfg.QueuesMax {
 		return nil, core.ErrTooManyQueues
 	}
 	next := &catalogEntry{key: key, partitions: count}

@@ -1,6 +1,10 @@
 package node
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/fibril-go/fibril/core"
+)
 
 // The Node's cross-checks. Invariants this file checks:
 //   - nothing is durable past the last appended index, and this process's
@@ -134,8 +138,11 @@ func (n *Node) checkDirectory() error {
 // ones none, and none was requested before the boot record was durable;
 // every dead-letter copy the Node holds is counted once.
 func (n *Node) checkCatalog() error {
-	if len(n.state.queues) > n.cfg.QueuesMax {
-		return fmt.Errorf("%d queues, limit %d", len(n.state.queues), n.cfg.QueuesMax)
+	if len(n.state.queues)+len(n.state.streams) > n.cfg.QueuesMax {
+		return fmt.Errorf("%d queues and %d streams, limit %d", len(n.state.queues), len(n.state.streams), n.cfg.QueuesMax)
+	}
+	if err := n.checkStreams(); err != nil {
+		return err
 	}
 	for k, e := range n.state.queues {
 		if e.key != k || e.partitions == 0 || validQueueKey(k) != nil {
@@ -147,18 +154,24 @@ func (n *Node) checkCatalog() error {
 		return fmt.Errorf("%d queues with a record pending, %d gated actions", len(n.queueRecordAt), len(n.gated))
 	}
 	for k, at := range n.queueRecordAt {
-		if n.state.queues[k] == nil || at <= n.durableIndex || at > n.state.lastIndex {
+		if (n.state.queues[k] == nil && !(k.Group == "" && n.isStream(k))) || at <= n.durableIndex || at > n.state.lastIndex {
 			return fmt.Errorf("queue %+v has a pending record at %d (durable %d, last %d)", k, at, n.durableIndex, n.state.lastIndex)
 		}
 	}
 	forwards := 0
 	for k, cq := range n.creating {
-		if n.state.queues[k] == nil || cq.index <= n.durableIndex {
+		if (n.state.queues[k] == nil && !(k.Group == "" && n.isStream(k))) || cq.index <= n.durableIndex {
 			return fmt.Errorf("queue %+v creating at %d (durable %d) without its entry or after its record", k, cq.index, n.durableIndex)
 		}
 		forwards += countForwards(cq.waiters)
 	}
 	for id, pe := range n.partitions {
+		if pe.stream {
+			if err := n.checkStreamPartition(id, pe); err != nil {
+				return err
+			}
+			continue
+		}
 		e := n.state.queues[queueKey{Topic: id.Topic, Group: id.Group}]
 		switch {
 		// A partition outside its queue's count would take messages no route can
@@ -218,4 +231,52 @@ func countForwards(waiters []opener) int {
 		}
 	}
 	return count
+}
+
+// checkStreams: every stream is well formed and filed under its topic, and
+// no topic is both a queue and a stream; queueTopics counts the queues.
+func (n *Node) checkStreams() error {
+	counted := map[string]int{}
+	for k := range n.state.queues {
+		counted[k.Topic]++
+	}
+	if len(counted) != len(n.state.queueTopics) {
+		return fmt.Errorf("%d queue topics, %d counted", len(counted), len(n.state.queueTopics))
+	}
+	for t, c := range counted {
+		if n.state.queueTopics[t] != c {
+			return fmt.Errorf("topic %q: %d queues, counted %d", t, n.state.queueTopics[t], c)
+		}
+	}
+	for t, e := range n.state.streams {
+		switch {
+		case e.topic != t || core.ValidateName(t) != nil:
+			return fmt.Errorf("stream %q filed under %q", e.topic, t)
+		case e.settings.PartitionCount == 0 || e.settings.Tier > core.TierDurable:
+			return fmt.Errorf("stream %q with settings %+v", t, e.settings)
+		case counted[t] > 0:
+			return fmt.Errorf("topic %q is a queue and a stream", t)
+		}
+	}
+	return nil
+}
+
+// checkStreamPartition: a stream partition loading or loaded is one of a
+// declared stream, in range, not before the boot record, with waiters
+// only while loading and no settings traffic.
+func (n *Node) checkStreamPartition(id core.QueueID, pe *partitionEntry) error {
+	e := n.state.streams[id.Topic]
+	switch {
+	case id.Group != "" || e == nil || id.Partition >= e.settings.PartitionCount:
+		return fmt.Errorf("stream partition %v loaded or loading outside the catalogue", id)
+	case pe.loaded && len(pe.waiters) > 0:
+		return fmt.Errorf("loaded stream partition %v has %d waiters", id, len(pe.waiters))
+	case !pe.loaded && len(pe.waiters) == 0:
+		return fmt.Errorf("stream partition %v loading for nobody", id)
+	case !n.bootDurable():
+		return fmt.Errorf("stream partition %v requested before the boot record is durable", id)
+	case pe.settingsSentSeq != 0 || len(pe.held) != 0 || countForwards(pe.waiters) != 0:
+		return fmt.Errorf("stream partition %v has queue settings or dead letters", id)
+	}
+	return nil
 }

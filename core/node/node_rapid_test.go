@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 // index, the durable state a crash there must recover.
 type nodeModel struct {
 	queues    map[queueKey]mQueue
+	streams   map[string]core.StreamSettings
 	skeletons map[[16]byte]mSkeleton
 	sessions  map[SessionID]mSession
 	// history: the durable part after each step, by the Node's last index.
@@ -56,6 +57,7 @@ type mSession struct{ clientID, token [16]byte }
 
 type mDurable struct {
 	queues    map[queueKey]mQueue
+	streams   map[string]core.StreamSettings
 	skeletons map[[16]byte]mSkeleton
 }
 
@@ -97,7 +99,7 @@ func newNodeMachine(t *rapid.T) *nodeMachine {
 	cfg.PartitionsPerQueueMax = 3
 	cfg.NodeSnapshotRecordsMin = 8
 	mc := &nodeMachine{cfg: cfg, nowMs: 100_000, conns: map[ConnID]*mConn{}, settings: map[core.QueueID][]*DeclareSettings{}, sessionIDs: map[SessionID]bool{},
-		m: &nodeModel{queues: map[queueKey]mQueue{}, skeletons: map[[16]byte]mSkeleton{}, sessions: map[SessionID]mSession{},
+		m: &nodeModel{queues: map[queueKey]mQueue{}, streams: map[string]core.StreamSettings{}, skeletons: map[[16]byte]mSkeleton{}, sessions: map[SessionID]mSession{},
 			history: map[uint64]mDurable{}, queueDurableAt: map[queueKey]uint64{}}}
 	n, err := NewNode(cfg, nil, nil, entropyOf(77))
 	if err != nil {
@@ -110,7 +112,7 @@ func newNodeMachine(t *rapid.T) *nodeMachine {
 }
 
 func (m *nodeModel) durablePart() mDurable {
-	return mDurable{queues: maps.Clone(m.queues), skeletons: maps.Clone(m.skeletons)}
+	return mDurable{queues: maps.Clone(m.queues), streams: maps.Clone(m.streams), skeletons: maps.Clone(m.skeletons)}
 }
 
 // step feeds in and checks every effect against the model.
@@ -195,6 +197,15 @@ func (mc *nodeMachine) checkEnvelope(t *rapid.T, env Envelope, starts map[Sessio
 			}
 		}
 	case *Opened:
+		if msg.Err == nil && msg.Kind == KindStream {
+			s, ok := mc.m.streams[msg.Queue.Topic]
+			key := queueKey{Topic: msg.Queue.Topic}
+			if !ok || msg.Queue.Group != "" || msg.Partitions != s.PartitionCount || msg.Queue.Partition >= s.PartitionCount ||
+				mc.m.queueDurableAt[key] > mc.durable {
+				t.Fatalf("opened stream %+v, model %+v", msg, s)
+			}
+			return
+		}
 		if msg.Err == nil {
 			key := queueKey{Topic: msg.Queue.Topic, Group: msg.Queue.Group}
 			q, ok := mc.m.queues[key]
@@ -266,7 +277,7 @@ func (mc *nodeMachine) expireModelSkeletons() {
 
 // compareLive: the Node's catalogue and skeletons are the model's.
 func (mc *nodeMachine) compareLive(t *rapid.T) {
-	if err := sameDurable(mc.n.state, mDurable{queues: mc.m.queues, skeletons: mc.m.skeletons}); err != nil {
+	if err := sameDurable(mc.n.state, mDurable{queues: mc.m.queues, streams: mc.m.streams, skeletons: mc.m.skeletons}); err != nil {
 		t.Fatalf("live state: %v", err)
 	}
 }
@@ -279,6 +290,14 @@ func sameDurable(s durableState, want mDurable) error {
 		e := s.queues[k]
 		if e == nil || e.partitions != q.partitions || !catalogSettingsEqual(e.settings, q.settings) {
 			return fmt.Errorf("queue %v: %+v, model %+v", k, e, q)
+		}
+	}
+	if len(s.streams) != len(want.streams) {
+		return fmt.Errorf("%d streams, model %d", len(s.streams), len(want.streams))
+	}
+	for topic, settings := range want.streams {
+		if e := s.streams[topic]; e == nil || e.settings != settings {
+			return fmt.Errorf("stream %q: %+v, model %+v", topic, e, settings)
 		}
 	}
 	if len(s.skeletons) != len(want.skeletons) {
@@ -298,7 +317,10 @@ var declareTopics = []string{"a", "b", "c", "d"}
 // modelOpen: an Open of an unknown queue creates it (one partition) when
 // there is room.
 func (mc *nodeMachine) modelOpen(key queueKey) {
-	if _, ok := mc.m.queues[key]; !ok && len(mc.m.queues) < mc.cfg.QueuesMax {
+	if _, stream := mc.m.streams[key.Topic]; stream {
+		return // opens the stream partition, creates nothing
+	}
+	if _, ok := mc.m.queues[key]; !ok && len(mc.m.queues)+len(mc.m.streams) < mc.cfg.QueuesMax {
 		mc.m.queues[key] = mQueue{partitions: 1}
 		mc.m.queueDurableAt[key] = mc.n.state.lastIndex + 1
 	}
@@ -307,7 +329,10 @@ func (mc *nodeMachine) modelOpen(key queueKey) {
 func (mc *nodeMachine) modelDeclare(key queueKey, d *DeclareQueue) {
 	count := max(d.PartitionCount, 1)
 	q, exists := mc.m.queues[key]
-	if count > mc.cfg.PartitionsPerQueueMax || (!exists && len(mc.m.queues) >= mc.cfg.QueuesMax) {
+	if _, stream := mc.m.streams[key.Topic]; stream {
+		return // a topic is a queue or a stream
+	}
+	if count > mc.cfg.PartitionsPerQueueMax || (!exists && len(mc.m.queues)+len(mc.m.streams) >= mc.cfg.QueuesMax) {
 		return
 	}
 	if d.DLQ != nil && d.DLQ.Kind == core.DLQCustom && d.DLQ.Target.Topic == key.Topic {
@@ -375,7 +400,7 @@ func (mc *nodeMachine) crash(t *rapid.T) {
 		t.Fatal("the owner id changed across a restart")
 	}
 	mc.n = n
-	mc.m.queues, mc.m.skeletons = maps.Clone(back.queues), maps.Clone(back.skeletons)
+	mc.m.queues, mc.m.streams, mc.m.skeletons = maps.Clone(back.queues), maps.Clone(back.streams), maps.Clone(back.skeletons)
 	mc.m.sessions = map[SessionID]mSession{}
 	for k, at := range mc.m.queueDurableAt {
 		if at > mc.durable {
@@ -497,6 +522,20 @@ func TestNodeAgainstModel(t *testing.T) {
 				mc.modelDeclare(key, d)
 				mc.step(t, &Deliver{NowMs: mc.nowMs, Envelope: Envelope{From: SessionAddr(999), To: NodeAddr(), Msg: d}})
 			},
+			"declareStream": func(t *rapid.T) {
+				i := rapid.IntRange(0, len(declareTopics)-1).Draw(t, "topic")
+				topic := declareTopics[i]
+				settings := core.StreamSettings{Tier: uint8(rapid.IntRange(1, 2).Draw(t, "tier")),
+					MaxRecords: uint64(rapid.IntRange(0, 1).Draw(t, "maxRecords")), PartitionCount: uint32(rapid.IntRange(1, 4).Draw(t, "count"))}
+				mc.modelDeclareStream(topic, settings)
+				d := &DeclareStream{Token: uint64(i), Topic: topic, Settings: settings}
+				mc.step(t, &Deliver{NowMs: mc.nowMs, Envelope: Envelope{From: SessionAddr(999), To: NodeAddr(), Msg: d}})
+			},
+			"openStream": func(t *rapid.T) {
+				// SUBSCRIBE_STREAM's open: never creates anything.
+				msg := &Open{Token: 1, Topic: rapid.SampledFrom(declareTopics).Draw(t, "topic"), Partition: uint32(rapid.IntRange(0, 2).Draw(t, "partition")), Stream: true}
+				mc.step(t, &Deliver{NowMs: mc.nowMs, Envelope: Envelope{From: SessionAddr(999), To: NodeAddr(), Msg: msg}})
+			},
 			"loadDone": func(t *rapid.T) {
 				if len(mc.loads) == 0 {
 					t.Skip("no load asked for")
@@ -561,4 +600,20 @@ func TestNodeAgainstModel(t *testing.T) {
 			"crash": func(t *rapid.T) { mc.crash(t) },
 		})
 	})
+}
+
+// modelDeclareStream: a new stream on a free topic within the bounds; the
+// same settings again change nothing, others are refused.
+func (mc *nodeMachine) modelDeclareStream(topic string, settings core.StreamSettings) {
+	if _, exists := mc.m.streams[topic]; exists || settings.PartitionCount > mc.cfg.PartitionsPerQueueMax ||
+		len(mc.m.queues)+len(mc.m.streams) >= mc.cfg.QueuesMax {
+		return
+	}
+	for k := range mc.m.queues {
+		if k.Topic == topic {
+			return // a topic is a queue or a stream
+		}
+	}
+	mc.m.streams[topic] = settings
+	mc.m.queueDurableAt[queueKey{Topic: topic}] = mc.n.state.lastIndex + 1
 }

@@ -1,6 +1,9 @@
 package node
 
-import "github.com/fibril-go/fibril/core"
+import (
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/stream"
+)
 
 // Effects of one Step. Invariants:
 //   - the driver carries out the fields in the order listed below: a
@@ -23,8 +26,10 @@ import "github.com/fibril-go/fibril/core"
 //  3. Sends, in order, each appended to its connection's outbox; then
 //     Close, each after what was queued for that connection before it.
 //  4. Out: deliver each envelope (FIFO per sender/receiver pair).
-//  5. Load, CheckPassword, Snapshot: jobs whose answers come back as
-//     LoadDone, AuthChecked and SnapshotDone.
+//  5. Load, CheckPassword, Snapshot, Reads: jobs whose answers come back
+//     as LoadDone, AuthChecked, SnapshotDone and StreamReadDone. A
+//     StreamHost's Snapshot is a truncation: storage saves Data as the
+//     snapshot at Index and drops the entries up to it.
 //  6. WakeMs: send a Tick no later than this (0 = nothing scheduled).
 type Ready struct {
 	Start          []SessionInit
@@ -37,6 +42,9 @@ type Ready struct {
 	Load           []LoadRequest
 	CheckPassword  []PasswordCheck
 	Snapshot       *SnapshotRequest
+	// Reads (StreamHost): log reads for stream subscriptions behind the
+	// tail ring; each is answered by a StreamReadDone with its Token.
+	Reads []StreamRead
 	// ResidentBytes (Host): the partition's resident payload bytes after
 	// this step, for the broker-wide spill budget (Persisted.ResidentTotalBytes).
 	ResidentBytes int64
@@ -73,12 +81,28 @@ type Send struct {
 }
 
 // LoadRequest asks the driver to open a partition's storage, recover it and
-// start its Host (NewHost with this config and Settings), then answer
-// LoadDone.
+// start its Host, then answer LoadDone. Kind KindQueue: NewHost with Config
+// and Settings. Kind KindStream: recover a stream.Partition with
+// StreamConfig (stream.Load; a partition with no log yet is
+// stream.NewPartition with Stream, the declared settings) and start
+// NewStreamHost.
 type LoadRequest struct {
 	Queue    core.QueueID
 	Config   core.Config // TagFloor and Epoch filled in by the Node
 	Settings DeclareSettings
+	Kind     PartitionKind
+	// KindStream only.
+	StreamConfig stream.Config
+	Stream       core.StreamSettings
+}
+
+// StreamRead asks storage for at most MaxEntries entries of a stream
+// partition's log from FromIndex on (bodies resolved); the answer is a
+// StreamReadDone with Token.
+type StreamRead struct {
+	Token      uint64
+	FromIndex  uint64
+	MaxEntries int
 }
 
 // PasswordCheck asks the driver to check a password against its user store

@@ -34,6 +34,9 @@ const (
 	recordSkeleton        recordKind = 3 // one session skeleton, whole; the last one of a client id wins
 	recordSkeletonRemoved recordKind = 4 // a skeleton is forgotten
 	recordSessionIDs      recordKind = 5 // session ids up to a ceiling may be handed out
+	// recordStream declares a stream (topic, settings); written once per
+	// stream (settings never change). Older logs have none and still load.
+	recordStream recordKind = 6
 )
 
 const (
@@ -45,7 +48,10 @@ const (
 	recordVersion = 1
 	// snapshotVersion 2 adds the session id ceiling after the owner id;
 	// version 1 snapshots (ceiling 0) stay readable.
-	snapshotVersion   = 2
+	// snapshotVersion 3 adds the stream list after the skeletons; versions
+	// 1 and 2 (no streams) stay readable.
+	snapshotVersion   = 3
+	snapshotVersionV2 = 2
 	snapshotVersionV1 = 1
 	// bootTagShift leaves 2^40 delivery tags per partition and boot
 	// (io/broker's bootTagShift): TagFloor = boot << bootTagShift.
@@ -82,6 +88,13 @@ type catalogEntry struct {
 	settings   catalogSettings
 }
 
+// streamEntry is one declared stream: a topic (no group) and its settings,
+// which never change once recorded.
+type streamEntry struct {
+	topic    string
+	settings core.StreamSettings
+}
+
 // skeleton is what survives a restart of a session (PROTOCOL 7.7): its
 // identity and its queue subscriptions.
 type skeleton struct {
@@ -102,6 +115,7 @@ type record struct {
 	removed  [16]byte
 	// sessionIDCeiling: recordSessionIDs.
 	sessionIDCeiling uint64
+	stream           *streamEntry // recordStream
 }
 
 // durableState is what the Node's log builds.
@@ -114,10 +128,24 @@ type durableState struct {
 	sessionIDCeiling uint64
 	queues           map[queueKey]*catalogEntry
 	skeletons        map[[16]byte]*skeleton
+	// streams: declared streams by topic. queueTopics counts the queues
+	// (all groups) of each topic, derived in apply: a topic is a queue or
+	// a stream, never both.
+	streams     map[string]*streamEntry
+	queueTopics map[string]int
 }
 
 func newDurableState() durableState {
-	return durableState{queues: map[queueKey]*catalogEntry{}, skeletons: map[[16]byte]*skeleton{}}
+	return durableState{queues: map[queueKey]*catalogEntry{}, skeletons: map[[16]byte]*skeleton{},
+		streams: map[string]*streamEntry{}, queueTopics: map[string]int{}}
+}
+
+// addQueue files a queue entry (apply and snapshot decoding alike).
+func (s *durableState) addQueue(e *catalogEntry) {
+	if s.queues[e.key] == nil {
+		s.queueTopics[e.key.Topic]++
+	}
+	s.queues[e.key] = e
 }
 
 // apply is the only place durable state changes.
@@ -140,8 +168,9 @@ func (s *durableState) apply(index uint64, r *record) {
 		if old := s.queues[r.queue.key]; old != nil {
 			assertHold(old.partitions == r.queue.partitions, "a queue's partition count never changes")
 		}
+		assertHold(s.streams[r.queue.key.Topic] == nil, "a topic is a queue or a stream, never both")
 		e := *r.queue
-		s.queues[e.key] = &e
+		s.addQueue(&e)
 	case recordSkeleton:
 		// Copied: the record's slice may be the envelope's or the decoder's.
 		sk := *r.skeleton
@@ -156,6 +185,15 @@ func (s *durableState) apply(index uint64, r *record) {
 		// session already held.
 		assertHold(r.sessionIDCeiling > s.sessionIDCeiling, "the session id ceiling only grows")
 		s.sessionIDCeiling = r.sessionIDCeiling
+	case recordStream:
+		// Settings never change: a re-declare with others is refused, not
+		// recorded, so a second record can only repeat the first.
+		if old := s.streams[r.stream.topic]; old != nil {
+			assertHold(old.settings == r.stream.settings, "a stream's settings never change")
+		}
+		assertHold(s.queueTopics[r.stream.topic] == 0, "a topic is a queue or a stream, never both")
+		e := *r.stream
+		s.streams[e.topic] = &e
 	default:
 		// decodeRecord refuses unknown kinds, so one here was built in memory wrong.
 		panic("fibril/core/node invariant violated: applying an unknown record kind")
@@ -176,12 +214,14 @@ func (s *durableState) apply(index uint64, r *record) {
 //	                  u32 prefetch, u8 auto-ack}
 //	skeleton removed  [16]byte client id
 //	session ids       u64 ceiling
+//	stream            str topic, u8 tier, u64 max age ms, u64 max bytes,
+//	                  u64 max records, u32 partition count
 //
 // str is a u32 length and UTF-8 bytes; opt is a presence byte (0 or 1) and,
 // when 1, the value. The snapshot is "FNS1", the version, u64 last index,
 // u64 boot, [16]byte owner id, u64 session id ceiling (version 2 only),
-// u32 n and n queues, u32 m and m skeletons,
-// each list in sorted order. A new field or kind means a new version or
+// u32 n and n queues, u32 m and m skeletons, u32 k and k streams (version 3
+// only, as stream records), each list in sorted order. A new field or kind means a new version or
 // kind: old logs must stay readable, so nothing is ever renumbered.
 
 // appendRecord encodes r after dst.
@@ -201,6 +241,8 @@ func appendRecord(dst []byte, r *record) []byte {
 		dst = append(dst, r.removed[:]...)
 	case recordSessionIDs:
 		dst = binary.BigEndian.AppendUint64(dst, r.sessionIDCeiling)
+	case recordStream:
+		dst = appendStreamEntry(dst, r.stream)
 	default:
 		panic("fibril/core/node invariant violated: encoding an unknown record kind")
 	}
@@ -242,6 +284,12 @@ func appendCatalogEntry(dst []byte, e *catalogEntry) []byte {
 	}
 	dst = append(dst, 1)
 	return binary.BigEndian.AppendUint64(dst, uint64(*e.settings.DefaultTTLMs))
+}
+
+// appendStreamEntry writes one stream: its topic and its settings.
+func appendStreamEntry(dst []byte, e *streamEntry) []byte {
+	dst = appendString(dst, e.topic)
+	return core.AppendStreamSettings(dst, &e.settings)
 }
 
 // appendSkeleton writes one whole skeleton (the last one of a client id
@@ -288,7 +336,22 @@ func appendSnapshot(dst []byte, s *durableState) []byte {
 	for _, id := range ids {
 		dst = appendSkeleton(dst, s.skeletons[id])
 	}
+	topics := sortedStreamTopics(s.streams)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(topics)))
+	for _, t := range topics {
+		dst = appendStreamEntry(dst, s.streams[t])
+	}
 	return dst
+}
+
+// sortedStreamTopics lists the declared streams' topics in order.
+func sortedStreamTopics(m map[string]*streamEntry) []string {
+	topics := make([]string, 0, len(m))
+	for t := range m {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	return topics
 }
 
 // sortedQueueKeys lists a catalogue's keys by topic, then group: map order
@@ -380,6 +443,8 @@ func decodeRecord(b []byte) (*record, error) {
 		if r.sessionIDCeiling == 0 || r.sessionIDCeiling > sessionSeqMax {
 			d.fail("session id ceiling out of range")
 		}
+	case recordStream:
+		r.stream = d.streamEntry()
 	default:
 		// Unknown kinds are refused, not skipped: a skipped record could be a queue,
 		// and forgetting a queue loses its data on the next declare.
@@ -403,14 +468,14 @@ func decodeSnapshot(b []byte) (durableState, error) {
 	}
 	version := d.u8()
 	// V1 stays readable so an upgrade can boot from an old snapshot.
-	if version != snapshotVersion && version != snapshotVersionV1 {
+	if version != snapshotVersion && version != snapshotVersionV2 && version != snapshotVersionV1 {
 		return s, fmt.Errorf("%w: unknown snapshot version %d", ErrCorruptRecord, version)
 	}
 	s.lastIndex = d.u64()
 	s.boot = d.u64()
 	d.fill(s.ownerID[:])
 	// V1 snapshots predate id reservation: ceiling 0, and the first Boot reserves.
-	if version >= snapshotVersion {
+	if version >= snapshotVersionV2 {
 		s.sessionIDCeiling = d.u64()
 	}
 	// Each list is checked whole: a queue or skeleton listed twice means the
@@ -423,7 +488,7 @@ func decodeSnapshot(b []byte) (durableState, error) {
 		}
 		// A snapshot holds the merged entry per queue, so a duplicate has no
 		// meaning to choose between; refusing it beats picking one at random.
-		s.queues[e.key] = e
+		s.addQueue(e)
 	}
 	// 44 = client id (16), token (16), saved-at (8) and the sub count (4).
 	count = d.count(44) // a skeleton takes at least 44 bytes
@@ -433,6 +498,20 @@ func decodeSnapshot(b []byte) (durableState, error) {
 			d.fail("a skeleton listed twice")
 		}
 		s.skeletons[sk.clientID] = sk
+	}
+	// Version 3 lists the streams; older snapshots have none.
+	if version >= snapshotVersion {
+		count = d.count(33) // a stream takes at least 33 bytes (empty topic + settings)
+		for i := uint32(0); i < count && d.err == nil; i++ {
+			e := d.streamEntry()
+			if _, dup := s.streams[e.topic]; dup {
+				d.fail("a stream listed twice")
+			}
+			if s.queueTopics[e.topic] > 0 {
+				d.fail("a topic listed as a queue and a stream")
+			}
+			s.streams[e.topic] = e
+		}
 	}
 	// Checked after the lists so one pass reports the first problem; d.fail keeps
 	// only the first reason anyway.
@@ -591,6 +670,29 @@ func (d *decoder) catalogEntry() *catalogEntry {
 		}
 		e.settings.DefaultTTLMs = &v
 	}
+	return e
+}
+
+// streamEntry reads and checks one stream as a declare would have accepted
+// it: a valid topic, a known tier, at least one partition.
+func (d *decoder) streamEntry() *streamEntry {
+	e := &streamEntry{topic: d.str()}
+	if d.err == nil && core.ValidateName(e.topic) != nil {
+		d.fail(fmt.Sprintf("invalid stream topic %q", e.topic))
+	}
+	if d.err != nil {
+		return e
+	}
+	settings, rest, err := core.DecodeStreamSettings(d.b)
+	if err != nil {
+		d.fail("short stream settings")
+		return e
+	}
+	d.b = rest
+	if settings.Tier > core.TierDurable || settings.PartitionCount == 0 {
+		d.fail("invalid stream settings")
+	}
+	e.settings = settings
 	return e
 }
 

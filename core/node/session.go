@@ -26,6 +26,7 @@ import (
 	"fmt"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/stream"
 	"github.com/fibril-go/fibril/mutant"
 	"github.com/fibril-go/fibril/transport/wire"
 )
@@ -133,6 +134,11 @@ type Session struct {
 	// heldCount the deliveries.
 	heldBytes int
 	heldCount int
+	// Stream subscriptions (session_stream.go), by partition and by id;
+	// streamNotices counts the partitions' notices (retention clamps).
+	streamSubs     map[core.QueueID]*streamSub
+	streamSubsByID map[uint64]*streamSub
+	streamNotices  uint64
 
 	// Partitions and correlation.
 	opens     map[core.QueueID]*partitionOpen
@@ -171,13 +177,15 @@ func NewSession(cfg Config, init SessionInit) *Session {
 	sessionAssert(init.ID <= sessionIDMax, "session id does not fit beside the subscription sequence")
 	sessionAssert(cfg.HeartbeatIntervalMs > 0 && cfg.OutboxBytesMax > 0, "session config not validated")
 	return &Session{
-		cfg:      cfg,
-		init:     init,
-		self:     SessionAddr(init.ID),
-		subs:     make(map[subKey]*sessionSub),
-		subsByID: make(map[uint64]*sessionSub),
-		opens:    make(map[core.QueueID]*partitionOpen),
-		pending:  make(map[uint64]pendingOp),
+		cfg:            cfg,
+		init:           init,
+		self:           SessionAddr(init.ID),
+		subs:           make(map[subKey]*sessionSub),
+		subsByID:       make(map[uint64]*sessionSub),
+		streamSubs:     make(map[core.QueueID]*streamSub),
+		streamSubsByID: make(map[uint64]*streamSub),
+		opens:          make(map[core.QueueID]*partitionOpen),
+		pending:        make(map[uint64]pendingOp),
 	}
 }
 
@@ -265,6 +273,11 @@ func (s *Session) onEnvelope(now int64, msg Message) {
 		s.onDeliveries(m)
 	case *SubscriptionEnded:
 		s.onSubscriptionEnded(m)
+	case *StreamDeliveries:
+		s.onStreamDeliveries(m)
+	case *StreamNotice:
+		// The wire has no frame for it (docs/streams.md): counted.
+		s.streamNotices++
 	default:
 		panic(fmt.Sprintf("node: a session does not take a %T envelope", msg))
 	}
@@ -278,6 +291,8 @@ func (s *Session) onEnvelopeEnded(msg Message) {
 		s.out(NodeAddr(), &AttachRefused{Conn: m.Conn, Loopback: m.Loopback, HelloRequestID: m.HelloRequestID})
 	case *Deliveries:
 		s.out(PartitionAddr(m.Queue), &Request{Input: &core.Unsubscribe{SubID: m.SubID}})
+	case *StreamDeliveries:
+		s.out(PartitionAddr(m.Stream), &StreamRequest{Input: &stream.Unsubscribe{SubID: m.SubID}})
 	case *Response:
 		s.onResponseEnded(m)
 	case *Responses:
@@ -295,6 +310,10 @@ func (s *Session) onResponseEnded(m *Response) {
 	}
 	if op, ok := s.pending[m.Token]; ok {
 		delete(s.pending, m.Token)
+		if op.kind == opStreamSubscribe {
+			s.out(PartitionAddr(op.queue), &StreamRequest{Input: &stream.Unsubscribe{SubID: op.subID}})
+			return
+		}
 		s.out(PartitionAddr(op.queue), &Request{Input: &core.Unsubscribe{SubID: op.subID}})
 	}
 }
@@ -333,6 +352,9 @@ func (s *Session) CheckInvariants() error {
 	if err := s.checkConfirms(); err != nil {
 		return err
 	}
+	if err := s.checkStreamSubs(); err != nil {
+		return err
+	}
 	if len(s.pending) > pendingOpsMax || len(s.opens) > opensMax {
 		return fmt.Errorf("session %d: %d pending requests, %d opens: over their bounds", s.init.ID, len(s.pending), len(s.opens))
 	}
@@ -347,6 +369,9 @@ func (s *Session) CheckInvariants() error {
 		if (op.kind == opSubscribe || op.kind == opRestore) && s.subsByID[op.subID] != nil && (op.gen != s.gen || s.conn == 0) {
 			return fmt.Errorf("session %d: subscribe token %d outlived its attachment", s.init.ID, token)
 		}
+		if op.kind == opStreamSubscribe && s.streamSubsByID[op.subID] != nil && (op.gen != s.gen || s.conn == 0) {
+			return fmt.Errorf("session %d: stream subscribe token %d outlived its attachment", s.init.ID, token)
+		}
 	}
 	return nil
 }
@@ -355,7 +380,7 @@ func (s *Session) CheckInvariants() error {
 func (s *Session) checkLifecycle() error {
 	id := s.init.ID
 	switch {
-	case s.ended && (s.conn != 0 || len(s.subs) != 0 || s.dormant):
+	case s.ended && (s.conn != 0 || len(s.subs) != 0 || len(s.streamSubs) != 0 || s.dormant):
 		return fmt.Errorf("session %d: ended but still attached, dormant or subscribed", id)
 	case s.dormant && (s.conn != 0 || s.graceTimerMs == 0):
 		return fmt.Errorf("session %d: dormant with a connection or without a grace deadline", id)

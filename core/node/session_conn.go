@@ -87,6 +87,9 @@ func (s *Session) onAttach(now int64, m *Attach) {
 		ResumeToken: s.init.Token, ResumeOutcome: m.Outcome, ServerName: s.cfg.ServerName,
 		Compliance: wire.ComplianceMarker,
 	})
+	// Streams are not reconciled (PROTOCOL 7.5, 7.8): a resumed client
+	// subscribes again and relies on its durable cursor.
+	s.endStreamSubs()
 	// Subscriptions stay paused until the gate opens (openGate): what
 	// arrives before could not be sent, and an auto-ack subscription would
 	// only pile up held deliveries; HELLO_OK (and the reconcile) go first.
@@ -230,6 +233,12 @@ func (s *Session) forgetConn() {
 	s.auth = authWait{}
 	s.dropConfirms()
 	s.dropUnannounced()
+	// Stream records held for this attachment are not credited: the
+	// subscription ends at the resume, the client resubscribes.
+	for _, sub := range s.streamSubsByID {
+		sub.held = nil
+	}
+	s.dropUnannouncedStreams()
 }
 
 // end unsubscribes everything (the partitions requeue at once) and tells
@@ -249,9 +258,10 @@ func (s *Session) end() {
 			s.out(PartitionAddr(key), &Request{Input: &core.Unsubscribe{SubID: sub.id}})
 		}
 	}
+	s.endStreamsAtEnd()
 	// Requests queued behind a pending Open die with the session: their
 	// Opened reaches an ended session, which ignores it.
-	sessionAssert(len(s.subs) == 0 && s.heldBytes == 0, "the end left subscriptions or held deliveries")
+	sessionAssert(len(s.subs) == 0 && s.heldBytes == 0 && len(s.streamSubs) == 0, "the end left subscriptions or held deliveries")
 	for _, q := range sortedOpenKeys(s.opens) {
 		delete(s.opens, q)
 	}
@@ -460,6 +470,7 @@ func (s *Session) onWritten(conn ConnID, bytes int) {
 	sessionAssert(bytes >= 0, "negative bytes written")
 	s.unwrittenBytes -= bytes
 	sessionAssert(s.unwrittenBytes >= 0, "more bytes written than the session sent")
+	s.creditStreams() // the outbox drained: owed stream credit may go
 }
 
 // openGate releases held pushes after the replies sent so far, then the
@@ -477,4 +488,5 @@ func (s *Session) openGate() {
 	// Deliveries may flow again (paused since the transport was lost).
 	s.resumeSubscriptions()
 	s.flushHeld()
+	s.flushStreams()
 }

@@ -32,7 +32,6 @@ const (
 	msgAuthDenied   = "authentication failed: wrong user name or password"
 	msgAuthRemote   = "authentication failed: the built-in fibril/fibril login works from loopback only; " +
 		"add a user with 'fibril serve --user NAME:PASSWORD' and connect with it"
-	msgStreamsUnsupported = "Plexus streams are not supported by this broker yet"
 )
 
 // authWait is a password check in flight and the frames waiting for it.
@@ -199,10 +198,15 @@ func (s *Session) handleRequest(now int64, hdr wire.Header, payload []byte) bool
 		if m, err = wire.DecodeReconcileClient(payload); err == nil {
 			return s.handleReconcile(id, &m)
 		}
-	case wire.OpDeclarePlexus, wire.OpSubscribeStream:
-		// Decoded first, so a malformed one is reported as malformed.
-		if _, err = wire.DecodeBody(hdr.Opcode, payload); err == nil {
-			s.reply(wire.OpError, id, &wire.ErrorBody{Code: wire.CodeInvalid, Message: msgStreamsUnsupported})
+	case wire.OpDeclarePlexus:
+		var m wire.DeclarePlexus
+		if m, err = wire.DecodeDeclarePlexus(payload); err == nil {
+			s.handleDeclarePlexus(id, &m)
+		}
+	case wire.OpSubscribeStream:
+		var m wire.SubscribeStream
+		if m, err = wire.DecodeSubscribeStream(payload); err == nil {
+			s.handleSubscribeStream(id, &m)
 		}
 	default:
 		// A second HELLO is an unknown opcode too (PROTOCOL 3.2).

@@ -2,6 +2,7 @@ package node
 
 import (
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/stream"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -105,6 +106,9 @@ func sessIsEndedEnvelope(m Message) bool {
 		return true
 	case *Request:
 		_, ok := m.Input.(*core.Unsubscribe)
+		return ok
+	case *StreamRequest:
+		_, ok := m.Input.(*stream.Unsubscribe)
 		return ok
 	}
 	return false

@@ -176,7 +176,7 @@ func (s *Session) handleSubscribe(requestID uint64, m *wire.Subscribe) {
 	// One subscription per (session, queue partition): the partition keys
 	// its consumers by SubID, but ACKs name only the queue, so two would make
 	// an ACK ambiguous.
-	if _, dup := s.subs[q]; dup {
+	if _, dup := s.subs[q]; dup || s.streamSubs[q] != nil {
 		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeConflict, Message: "already subscribed"})
 		return
 	}
@@ -208,7 +208,7 @@ func (s *Session) newSub(q core.QueueID, prefetch uint32, autoAck bool) (*sessio
 	}
 	// Every subscription costs held deliveries and a skeleton entry that is
 	// persisted; the limit keeps one client from growing both without bound.
-	if len(s.subs) >= s.cfg.SubscriptionsPerSessionMax {
+	if len(s.subs)+len(s.streamSubs) >= s.cfg.SubscriptionsPerSessionMax {
 		return nil, fmt.Sprintf("too many subscriptions on this session (limit %d)", s.cfg.SubscriptionsPerSessionMax)
 	}
 	// Sequence numbers are never reused within a session (a reused SubID
@@ -243,6 +243,9 @@ func (s *Session) subscribe(sub *sessionSub, token uint64) {
 func (s *Session) handleAck(m *wire.Ack) {
 	sub := s.settleTarget(m.Topic, m.Group, m.Partition)
 	if sub == nil {
+		if ss := s.streamSettle(m.Topic, m.Group, m.Partition); ss != nil {
+			s.ackStream(ss, m.Tags)
+		}
 		return
 	}
 	// The partition ignores unknown, settled and foreign tags itself (and
@@ -273,6 +276,9 @@ func (s *Session) handleNack(requestID uint64, m *wire.Nack) {
 	}
 	sub := s.settleTarget(m.Topic, m.Group, m.Partition)
 	if sub == nil {
+		if s.streamSettle(m.Topic, m.Group, m.Partition) != nil {
+			s.reply(wire.OpError, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: msgNackOnStream})
+		}
 		return
 	}
 	// A deadline past 2^62 ms is as good as never; clamp rather than wrap.
@@ -379,10 +385,15 @@ func (s *Session) onDeclared(m *Declared) {
 	if !ok {
 		return
 	}
-	sessionAssert(op.kind == opDeclare, "a Declared for a token that is not a declare")
+	sessionAssert(op.kind == opDeclare || op.kind == opDeclareStream, "a Declared for a token that is not a declare")
 	delete(s.pending, m.Token)
 	if m.Err != nil {
 		s.replyError(op.gen, wire.OpError, op.requestID, wire.ErrorCode(m.Err.Code()), m.Err.Error())
+		return
+	}
+	if op.kind == opDeclareStream {
+		sessionAssert(m.Partitions >= 1, "a declared stream without partitions")
+		s.replyOn(op.gen, wire.OpDeclarePlexusOk, op.requestID, &wire.DeclarePlexusOk{Status: "stored", PartitionCount: m.Partitions})
 		return
 	}
 	sessionAssert(m.Partitions >= 1, "a declared queue without partitions")

@@ -20,6 +20,7 @@ import (
 	"strconv"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/stream"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -46,6 +47,10 @@ const (
 	opSubscribe opKind = 2
 	opRestore   opKind = 3
 	opDeclare   opKind = 4
+	// opDeclareStream: a DECLARE_PLEXUS; opStreamSubscribe: a
+	// SUBSCRIBE_STREAM (session_stream.go).
+	opDeclareStream   opKind = 5
+	opStreamSubscribe opKind = 6
 )
 
 // pendingOp is a request waiting for its answer, keyed by its token in
@@ -88,6 +93,7 @@ type partitionOpen struct {
 	token      uint64 // the Open's, to tell its answer from a stale one
 	opened     bool
 	partitions uint32          // the queue's count, from the Node
+	kind       PartitionKind   // from the Node: requests of the other kind are refused
 	waiting    []queuedRequest // in arrival order; nil once opened
 }
 
@@ -97,7 +103,8 @@ type partitionOpen struct {
 type queuedRequest struct {
 	token     uint64
 	input     core.Input
-	req       *Request // prebuilt (publishes), else made when sent
+	sinput    stream.Input // a stream partition's input (input is nil then)
+	req       *Request     // prebuilt (publishes), else made when sent
 	kind      opKind
 	gen       uint64
 	requestID uint64
@@ -110,14 +117,23 @@ func (s *Session) forgetIdleOpens() {
 	for _, q := range sortedOpenKeys(s.opens) {
 		// Opens still pending keep their queue of requests; forgetting one would
 		// strand those requests unanswered.
-		if o := s.opens[q]; o.opened && s.subs[q] == nil {
+		if o := s.opens[q]; o.opened && s.subs[q] == nil && s.streamSubs[q] == nil {
 			delete(s.opens, q)
 		}
 	}
 }
 
 // request is the envelope message of r.
-func (r *queuedRequest) request() *Request {
+func (r *queuedRequest) request() Message {
+	if r.sinput != nil {
+		sessionAssert(r.input == nil && r.req == nil, "a request is a queue's or a stream's")
+		return &StreamRequest{Token: r.token, Input: r.sinput}
+	}
+	return r.queueRequest()
+}
+
+// queueRequest is the envelope message of a queue partition's r.
+func (r *queuedRequest) queueRequest() *Request {
 	if r.req != nil {
 		sessionAssert(r.req.Token == r.token && r.req.Input == r.input, "a prebuilt request differs from its queue entry")
 		return r.req
@@ -149,12 +165,15 @@ func (s *Session) toPartition(q core.QueueID, r queuedRequest) {
 		// same queue must not release this one's requests.
 		o = &partitionOpen{token: s.newToken()}
 		s.opens[q] = o
-		s.out(NodeAddr(), &Open{Token: o.token, Topic: q.Topic, Group: q.Group, Partition: q.Partition})
+		// Only a stream subscribe needs a stream: the Node then creates
+		// nothing (404 when undeclared).
+		_, streamOnly := r.sinput.(*stream.Subscribe)
+		s.out(NodeAddr(), &Open{Token: o.token, Topic: q.Topic, Group: q.Group, Partition: q.Partition, Stream: streamOnly})
 	}
 	// Once opened, requests go straight out: FIFO per (session, partition)
 	// pair keeps them after everything queued before.
 	if o.opened {
-		s.out(PartitionAddr(q), r.request())
+		s.sendRequest(q, o, r)
 		return
 	}
 	if len(o.waiting) >= openWaitingMax {
@@ -184,10 +203,20 @@ func (s *Session) onOpened(now int64, m *Opened) {
 	}
 	sessionAssert(m.Queue.Partition < m.Partitions, "opened a partition out of its queue's range")
 	sessionAssert(len(waiting) <= openWaitingMax, "the backlog behind an Open outgrew its bound")
-	o.opened, o.partitions = true, m.Partitions
+	o.opened, o.partitions, o.kind = true, m.Partitions, m.Kind
 	for _, r := range waiting {
-		s.out(PartitionAddr(m.Queue), r.request())
+		s.sendRequest(m.Queue, o, r)
 	}
+}
+
+// sendRequest sends r to its opened partition, or refuses it when it is
+// of the other kind (a topic is a queue or a stream).
+func (s *Session) sendRequest(q core.QueueID, o *partitionOpen, r queuedRequest) {
+	if code, msg := kindRefusal(o.kind, &r); msg != "" {
+		s.failRequest(r, code, msg)
+		return
+	}
+	s.out(PartitionAddr(q), r.request())
 }
 
 // failRequest answers a request that never reached its partition.
@@ -239,6 +268,11 @@ func (s *Session) failOp(token uint64, code wire.ErrorCode, msg string) {
 			s.dropSub(sub)
 		}
 		s.restoreDone(op, false)
+	case opStreamSubscribe:
+		if sub := s.streamSubsByID[op.subID]; sub != nil {
+			s.dropStreamSub(sub) // never active: nothing to unsubscribe
+		}
+		s.replyError(op.gen, wire.OpSubscribeErr, op.requestID, code, msg)
 	default:
 		panic("node: a partition request with a token of another kind")
 	}
@@ -265,6 +299,10 @@ func (s *Session) onResponse(now int64, m *Response) {
 		sessionAssert(m.Reply.Kind == core.ReplySubscribed, "a subscribe answered with another reply")
 		delete(s.pending, m.Token)
 		s.onSubscribed(op)
+	case opStreamSubscribe:
+		sessionAssert(m.Reply.Kind == core.ReplySubscribed, "a stream subscribe answered with another reply")
+		delete(s.pending, m.Token)
+		s.onStreamSubscribed(op)
 	default:
 		panic("node: a response for a token of another kind")
 	}
@@ -488,8 +526,15 @@ func (s *Session) onBounced(now int64, env Envelope) {
 	if s.ended {
 		return
 	}
-	req, ok := env.Msg.(*Request)
-	sessionAssert(ok, "only a partition request can bounce")
+	var token uint64
+	switch req := env.Msg.(type) {
+	case *Request:
+		token = req.Token
+	case *StreamRequest:
+		token = req.Token
+	default:
+		panic("node: only a partition request can bounce")
+	}
 	sessionAssert(env.To.Kind == AddrPartition, "the Node never bounces a session's envelope")
 	q := env.To.Queue
 	// The partition was unloaded (or failed): the cached Open is stale, and
@@ -498,8 +543,11 @@ func (s *Session) onBounced(now int64, env Envelope) {
 		delete(s.opens, q) // the next use opens it again
 	}
 	// 500 is retryable (PROTOCOL 6.2): the client's retry opens anew.
-	if req.Token != 0 {
-		s.failOp(req.Token, wire.CodeInternal, msgPartitionGone)
+	if token != 0 {
+		s.failOp(token, wire.CodeInternal, msgPartitionGone)
+	}
+	if sub := s.streamSubs[q]; sub != nil && sub.active {
+		s.closeStreamSub(sub, wire.ReasonServerError, "the stream partition is not loaded any more; subscribe again")
 	}
 	// The partition that held the subscription is gone, and with it the
 	// leases: the client must subscribe again to get deliveries.

@@ -107,6 +107,15 @@ func (p *Partition) Cursor(name string) (uint64, bool) {
 	return next, ok
 }
 
+// HasSubscription says whether subscription id is open.
+func (p *Partition) HasSubscription(id uint64) bool {
+	_, ok := p.subs[id]
+	return ok
+}
+
+// SubscriptionIDs lists the open subscriptions, sorted (a copy).
+func (p *Partition) SubscriptionIDs() []uint64 { return append([]uint64(nil), p.subOrder...) }
+
 // CheckDeclare says whether a re-declare with settings may be accepted: the
 // same settings are (idempotent), others are refused and never logged.
 func (p *Partition) CheckDeclare(settings core.StreamSettings) *core.Error {

@@ -540,6 +540,8 @@ func stampMachineInput(in node.Input, nowMs int64) {
 		in.NowMs = nowMs
 	case *node.Drain:
 		in.NowMs = nowMs
+	case *node.StreamReadDone:
+		in.NowMs = nowMs
 	default:
 		panic(fmt.Sprintf("broker: unknown machine input %T", in))
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/core/node"
+	"github.com/fibril-go/fibril/core/stream"
 	"github.com/fibril-go/fibril/io/logstore"
 	"github.com/fibril-go/fibril/transport/wire"
 )
@@ -72,6 +73,9 @@ type Config struct {
 	// Partition is the template for every queue partition's core config
 	// (Queue, Epoch and TagFloor are filled per partition by the Node).
 	Partition core.Config
+	// StreamPartition is the template for every stream partition's config
+	// (Stream and Epoch are filled per partition by the Node).
+	StreamPartition stream.Config
 
 	Logger *slog.Logger
 
@@ -117,6 +121,7 @@ func DefaultConfig() Config {
 		SnapshotEntriesMin:      logstore.SnapshotEntriesMin,
 		AllowDefaultLoopback:    nd.AllowDefaultLoopback,
 		Partition:               nd.Partition,
+		StreamPartition:         nd.StreamPartition,
 		Logger:                  slog.Default(),
 	}
 }
@@ -163,5 +168,6 @@ func (c Config) nodeConfig() node.Config {
 	nc.ResidentPayloadBytesMax = c.ResidentPayloadBytesMax
 	nc.SnapshotEntriesMin = c.SnapshotEntriesMin
 	nc.Partition = c.Partition
+	nc.StreamPartition = c.StreamPartition
 	return nc
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/node"
 	"github.com/fibril-go/fibril/io/logstore"
 	"github.com/fibril-go/fibril/mutant"
 	"github.com/fibril-go/fibril/transport/wire"
@@ -465,7 +466,7 @@ func TestFailedPayloadReadStopsCleanly(t *testing.T) {
 	p.request(wire.OpPublish, &wire.Publish{Topic: "rot", RequireConfirm: true, Payload: spillPayload(1)})
 	p.expect(wire.OpPublishOk)
 	waitFor(func() bool { return b.metrics.residentPayloadBytes.Load() == 0 })
-	qdir := partitionDir(dir, core.QueueID{Topic: "rot"})
+	qdir := partitionDir(dir, node.KindQueue, core.QueueID{Topic: "rot"})
 	blobs, _ := filepath.Glob(filepath.Join(qdir, "blob-*"))
 	if len(blobs) == 0 {
 		entries, _ := os.ReadDir(qdir)
@@ -548,7 +549,7 @@ func snapshotsUnderLoad(t *testing.T, dir string) bool {
 		}
 		consumed <- nil
 	}()
-	qdir := partitionDir(dir, core.QueueID{Topic: "load"})
+	qdir := partitionDir(dir, node.KindQueue, core.QueueID{Topic: "load"})
 	snapshotsSeen := false
 	for i := 0; i < messages; i++ {
 		// Unconfirmed and pipelined: the log always has entries in flight.

@@ -15,9 +15,11 @@
 //     it binds the connection, then to the session; the client
 //     backpressure path) and a writer per socket (many frames per write);
 //   - partition runners (host.go): a goroutine per loaded partition that
-//     steps its Host, hands entries to the partition's group-commit writer
-//     (io/logstore), feeds durability back, reads stored payloads back
-//     before they leave, and sleeps until the Host's wake-up;
+//     steps its Host (a queue's) or StreamHost (a stream's, host_stream.go),
+//     hands entries to the partition's group-commit writer (io/logstore),
+//     feeds durability back, reads stored payloads back before they leave,
+//     has the writer read a stream's log back for lagging subscribers, and
+//     sleeps until the machine's wake-up;
 //   - the Node's log (nodelog.go), the password-check pool (auth.go), the
 //     router (actor.go: envelopes by address, FIFO per sender/receiver
 //     pair, bounced to the sender when the receiver does not exist), and a

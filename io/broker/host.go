@@ -15,8 +15,9 @@ import (
 	"github.com/fibril-go/fibril/io/logstore"
 )
 
-// Partition runners: one goroutine per loaded queue partition, the only
-// context that steps its node.Host. Invariants:
+// Partition runners: one goroutine per loaded partition, the only context
+// that steps its machine (a queue's node.Host or a stream's
+// node.StreamHost, host_stream.go). Invariants:
 //   - entries reach the Committer in the order the Host produced them, and
 //     durability comes back as Persisted only after their fsync, so the
 //     core's durability gate holds in production exactly as in the
@@ -25,7 +26,7 @@ import (
 //     waits on its own inbox, nor on another's): client backpressure is the
 //     readers' job (waitRoom);
 //   - a stored body leaves this goroutine only read back and owned by its
-//     envelope (Deliveries, DeadLetterOut); a failed read stops the broker
+//     envelope (Deliveries, DeadLetterOut, StreamDeliveries); a failed read stops the broker
 //     cleanly: the envelope is not sent, the runner halts, nothing waits;
 //   - after a storage failure the runner halts: later envelopes to it
 //     bounce to their senders, and readers waiting on it are released;
@@ -36,7 +37,7 @@ type hostRunner struct {
 	b         *Broker
 	id        core.QueueID
 	addr      node.Address
-	h         *node.Host
+	h         partitionMachine
 	log       *logstore.Log
 	committer *logstore.Committer
 	payloads  *logstore.PayloadReader
@@ -64,6 +65,13 @@ type hostRunner struct {
 	groups           []sessionGroup
 }
 
+// partitionMachine is what a runner steps: node.Host or node.StreamHost.
+// Both take the same inputs from the driver and answer with a Ready; only
+// a StreamHost asks for Reads.
+type partitionMachine interface {
+	Step(node.Input) *node.Ready
+}
+
 var errBrokerClosing = errors.New("broker is shutting down")
 
 // startLoad carries out a LoadRequest off the Node's context: recovering a
@@ -74,7 +82,7 @@ func (b *Broker) startLoad(req node.LoadRequest) {
 		defer b.loads.Done()
 		err := b.load(req)
 		if err != nil {
-			b.log.Error("queue failed to load", "queue", req.Queue.String(), "err", err)
+			b.log.Error("partition failed to load", "partition", req.Queue.String(), "kind", kindName(req.Kind), "err", err)
 		}
 		b.deliverTo(b.nodeActor, &node.LoadDone{Queue: req.Queue, Err: err})
 	}()
@@ -84,27 +92,27 @@ func (b *Broker) load(req node.LoadRequest) error {
 	if b.stopped() {
 		return errBrokerClosing
 	}
-	dir := partitionDir(b.cfg.DataDir, req.Queue)
+	dir := partitionDir(b.cfg.DataDir, req.Kind, req.Queue)
 	log, rec, err := logstore.Open(dir, logstore.DefaultOptions())
 	if err != nil {
-		return fmt.Errorf("queue %s: open log: %w", req.Queue, err)
+		return fmt.Errorf("%s %s: open log: %w", kindName(req.Kind), req.Queue, err)
 	}
 	if rec.TruncatedTail {
-		b.log.Warn("queue log had a torn tail; cut at the last valid record", "queue", req.Queue.String())
+		b.log.Warn("partition log had a torn tail; cut at the last valid record", "partition", req.Queue.String(), "kind", kindName(req.Kind))
 	}
-	p, err := core.Recover(req.Config, rec.Snapshot, rec.Entries)
+	h, lastIndex, err := b.recoverMachine(req, rec)
 	if err != nil {
 		log.Close()
-		return fmt.Errorf("queue %s: recover: %w", req.Queue, err)
+		return fmt.Errorf("%s %s: recover: %w", kindName(req.Kind), req.Queue, err)
 	}
 	r := &hostRunner{
 		b: b, id: req.Queue, addr: node.PartitionAddr(req.Queue), log: log,
-		h:        node.NewHost(b.nodeCfg, p, req),
+		h:        h,
 		payloads: logstore.NewPayloadReader(dir),
 		room:     make(chan struct{}), notify: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}),
 		timer:        time.NewTimer(time.Hour),
-		durableIndex: p.LastIndex(),
+		durableIndex: lastIndex,
 	}
 	r.timer.Stop()
 	r.committer = logstore.NewCommitter(log, r.onDurable)
@@ -122,6 +130,19 @@ func (b *Broker) load(req node.LoadRequest) error {
 	// The Host's first step applies settings and recovery timers.
 	r.push(&node.Tick{})
 	return nil
+}
+
+// recoverMachine rebuilds the partition's machine from what its log held,
+// and says the last index the log holds (all of it durable).
+func (b *Broker) recoverMachine(req node.LoadRequest, rec logstore.Recovered) (partitionMachine, uint64, error) {
+	if req.Kind == node.KindStream {
+		return b.recoverStream(req, rec)
+	}
+	p, err := core.Recover(req.Config, rec.Snapshot, rec.Entries)
+	if err != nil {
+		return nil, 0, err
+	}
+	return node.NewHost(b.nodeCfg, p, req), p.LastIndex(), nil
 }
 
 func (b *Broker) host(q core.QueueID) *hostRunner {
@@ -175,7 +196,7 @@ func (r *hostRunner) waitRoom(cancel <-chan struct{}) {
 // onDurable runs on the committer goroutine.
 func (r *hostRunner) onDurable(upTo uint64, stored []logstore.StoredPayload, err error) {
 	if err != nil {
-		r.b.fatal(fmt.Errorf("queue %s: storage failed: %w", r.id, err))
+		r.b.fatal(fmt.Errorf("partition %s: storage failed: %w", r.id, err))
 		r.halt()
 		return
 	}
@@ -283,9 +304,12 @@ func (r *hostRunner) apply(rd *node.Ready) bool {
 	assertTrue(len(rd.Persist) == 0 && len(rd.Start) == 0, "a Host persists entries, starts nothing")
 	if len(rd.PersistEntries) > 0 {
 		if err := r.committer.Submit(rd.PersistEntries); err != nil {
-			r.b.fatal(fmt.Errorf("queue %s: storage refused entries: %w", r.id, err))
+			r.b.fatal(fmt.Errorf("partition %s: storage refused entries: %w", r.id, err))
 			return false
 		}
+	}
+	if !r.startReads(rd.Reads) {
+		return false
 	}
 	w := &r.work
 	ok := true
@@ -381,6 +405,16 @@ func (r *hostRunner) resolveBodies(msg node.Message) bool {
 			return false
 		}
 		m.Body = body
+	case *node.StreamDeliveries:
+		// A StreamHost hands out the bodies it logged, or ones a read
+		// resolved; none is stored today, but the contract is the same.
+		for i := range m.Items {
+			body, ok := r.loaded(m.Items[i].Body)
+			if !ok {
+				return false
+			}
+			m.Items[i].Body = body
+		}
 	}
 	return true
 }
@@ -394,7 +428,7 @@ func (r *hostRunner) loaded(body *core.Body) (*core.Body, bool) {
 		// A durable payload cannot be read back (removed, cut short, or
 		// failing its checksum): nothing more may be served from this log;
 		// restart recovery decides what is left (SPEC §7).
-		r.b.fatal(fmt.Errorf("queue %s: reading a stored payload: %w", r.id, err))
+		r.b.fatal(fmt.Errorf("partition %s: reading a stored payload: %w", r.id, err))
 		return nil, false
 	}
 	r.b.metrics.payloadsRead.Add(1)
@@ -480,19 +514,32 @@ func (r *hostRunner) close() {
 	r.halt()
 	<-r.done
 	if err := r.committer.Close(); err != nil {
-		r.b.log.Error("closing queue log", "queue", r.id.String(), "err", err)
+		r.b.log.Error("closing partition log", "partition", r.id.String(), "err", err)
 	}
 	r.payloads.Close()
 	r.reportResident(0)
 	r.log.Close()
 }
 
-// partitionDir is where one partition's log lives. '@' cannot appear in a
-// name, so "topic@group" never collides with an ungrouped topic.
-func partitionDir(dataDir string, id core.QueueID) string {
-	name := id.Topic
+// partitionDir is where one partition's log lives: queues under "queues"
+// (the layout data directories already have), streams under "streams". '@'
+// cannot appear in a name, so "topic@group" never collides with an
+// ungrouped topic.
+func partitionDir(dataDir string, kind node.PartitionKind, id core.QueueID) string {
+	name, root := id.Topic, "queues"
 	if id.Group != "" {
 		name += "@" + id.Group
 	}
-	return filepath.Join(dataDir, "queues", name, strconv.FormatUint(uint64(id.Partition), 10))
+	if kind == node.KindStream {
+		assertTrue(id.Group == "", "a stream partition has no group")
+		root = "streams"
+	}
+	return filepath.Join(dataDir, root, name, strconv.FormatUint(uint64(id.Partition), 10))
+}
+
+func kindName(kind node.PartitionKind) string {
+	if kind == node.KindStream {
+		return "stream"
+	}
+	return "queue"
 }

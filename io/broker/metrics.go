@@ -29,6 +29,7 @@ type metrics struct {
 	// over all partitions (Config.ResidentPayloadBytesMax bounds it).
 	residentPayloadBytes atomic.Int64
 	payloadsRead         atomic.Uint64 // stored payloads read back for delivery
+	streamEntriesRead    atomic.Uint64 // stream log entries read back for lagging subscribers
 }
 
 // countEnvelope counts what the router sees pass: client publishes into

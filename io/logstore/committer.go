@@ -18,7 +18,10 @@ import (
 //   - time reaches the planner as a value: nanoseconds on the monotonic
 //     clock since the Committer started;
 //   - after an I/O error the writer reports onDurable(0, nil, err) once and
-//     stops; Submit returns the error from then on and nothing is retried.
+//     stops; Submit returns the error from then on and nothing is retried;
+//   - reads back (ReadEntries) run on the writer too, between rounds: the
+//     Log is one goroutine's, and its read cursor is Log state. Every read
+//     queued is answered exactly once (entries, or an error).
 
 // Stats counts what a Committer did (metrics, tests). Syncs far below
 // Submits is group commit working.
@@ -46,6 +49,8 @@ type Committer struct {
 	planner  *storage.Planner
 	closing  bool
 	err      error // the writer's I/O error, sticky
+	reads    []readRequest
+	spare    []readRequest // the writer's last served batch, reused
 	done     chan struct{}
 
 	deferTimer *time.Timer // wakes the writer when a deferral ends
@@ -92,6 +97,62 @@ func NewCommitter(l *Log, onDurable func(upToIndex uint64, stored []StoredPayloa
 }
 
 func (c *Committer) nowNs() int64 { return int64(time.Since(c.start)) }
+
+// readRequest is one ReadEntries call waiting for the writer.
+type readRequest struct {
+	fromIndex  uint64
+	maxEntries int
+	maxBytes   int
+	done       func([]core.Entry, error)
+}
+
+// ReadEntries asks the writer to read entries back (Log.ReadEntries) before
+// its next round, and returns at once. done gets the answer on the writer
+// goroutine: like onDurable it must return quickly and must not call
+// Submit. Entries submitted but not yet written are not there yet: ask only
+// for durable ones. A read queued before Close is still answered; one after
+// Close or a failure is refused here (done is not called).
+func (c *Committer) ReadEntries(fromIndex uint64, maxEntries, maxBytes int, done func([]core.Entry, error)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	if c.closing {
+		return ErrClosed
+	}
+	c.reads = append(c.reads, readRequest{fromIndex: fromIndex, maxEntries: maxEntries, maxBytes: maxBytes, done: done})
+	c.notEmpty.Signal()
+	return nil
+}
+
+// serveReads answers the reads queued, on the writer goroutine, without
+// the mutex (a read is I/O).
+func (c *Committer) serveReads() {
+	c.mu.Lock()
+	reads := c.reads
+	c.reads, c.spare = c.spare[:0], nil
+	c.mu.Unlock()
+	for _, r := range reads {
+		entries, err := c.log.ReadEntries(r.fromIndex, r.maxEntries, r.maxBytes)
+		r.done(entries, err)
+	}
+	clear(reads) // drop the callbacks
+	c.mu.Lock()
+	c.spare = reads[:0]
+	c.mu.Unlock()
+}
+
+// failReads answers the reads still queued after the writer failed.
+func (c *Committer) failReads(err error) {
+	c.mu.Lock()
+	reads := c.reads
+	c.reads = nil
+	c.mu.Unlock()
+	for _, r := range reads {
+		r.done(nil, err)
+	}
+}
 
 // Submit queues entries for the next round. It copies the Entry structs
 // (their Body, Settings and Target pointers are shared: the core never
@@ -172,10 +233,15 @@ func (c *Committer) run() {
 	defer close(c.done)
 	var round []core.Entry
 	for {
+		// Reads queued meanwhile, one batch per round: a burst of reads
+		// cannot hold off the next round, nor a burst of entries a read.
+		c.serveReads()
 		c.mu.Lock()
+		due := false
 		for {
-			due, waitNs := c.planner.RoundDue(c.nowNs(), c.closing)
-			if due || (c.closing && c.planner.Idle()) {
+			var waitNs int64
+			due, waitNs = c.planner.RoundDue(c.nowNs(), c.closing)
+			if due || len(c.reads) > 0 || (c.closing && c.planner.Idle()) {
 				break
 			}
 			if !c.planner.Idle() {
@@ -183,10 +249,14 @@ func (c *Committer) run() {
 			}
 			c.notEmpty.Wait()
 		}
-		if c.planner.Idle() {
+		if !due {
+			idle := len(c.reads) == 0
 			c.mu.Unlock()
-			c.deferTimer.Stop()
-			return // closing, and everything is written
+			if idle {
+				c.deferTimer.Stop()
+				return // closing, everything is written and every read answered
+			}
+			continue
 		}
 		// The writer owns the log, so reading it here is safe.
 		var snapshot *storage.SnapshotRequest
@@ -203,6 +273,7 @@ func (c *Committer) run() {
 			c.notFull.Broadcast()
 			c.mu.Unlock()
 			c.onDurable(0, nil, err)
+			c.failReads(err)
 			return
 		}
 		if stats.Snapshot {

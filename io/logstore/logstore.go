@@ -29,6 +29,7 @@ type (
 	CorruptionError  = storage.CorruptionError
 	StoredPayload    = storage.StoredPayload
 	PayloadReader    = storage.PayloadReader
+	CompactedError   = storage.CompactedError
 )
 
 const (
@@ -53,8 +54,9 @@ const (
 )
 
 var (
-	ErrCorrupt = storage.ErrCorrupt
-	ErrClosed  = storage.ErrClosed
+	ErrCorrupt   = storage.ErrCorrupt
+	ErrClosed    = storage.ErrClosed
+	ErrCompacted = storage.ErrCompacted
 )
 
 // DefaultOptions returns storage's defaults.
