@@ -106,7 +106,10 @@ func (n *Node) openStreamPartition(key queueKey, o opener) {
 	entry := n.state.streams[key.Topic]
 	assertHold(entry != nil && n.creating[key] == nil, "a stream partition is opened once its record is durable")
 	if o.partition >= entry.settings.PartitionCount {
-		n.failOpener(key, o, core.ErrPartitionOutOfRange)
+		// PROTOCOL 5.11 step 3: a stream partition that does not exist is
+		// 404, which is also how a client that knows no count (a standalone
+		// broker's TOPOLOGY lists no streams) finds where the partitions end.
+		n.failOpener(key, o, core.ErrStreamNotDeclared)
 		return
 	}
 	id := core.QueueID{Topic: key.Topic, Partition: o.partition}

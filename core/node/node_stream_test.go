@@ -155,7 +155,7 @@ func TestNodeOpenStream(t *testing.T) {
 			t.Fatalf("opened: %+v", m)
 		}
 	}
-	if o := h.openStreamOf(1, "ticks", 2); o.Err != core.ErrPartitionOutOfRange {
+	if o := h.openStreamOf(1, "ticks", 2); o.Err != core.ErrStreamNotDeclared {
 		t.Fatalf("out of range: %+v", o)
 	}
 	// Loaded: answered at once, with its kind.
