@@ -393,6 +393,11 @@ func (fb *fakeBroker) handle(fc *fakeConn, h wire.Header, body wire.Body) bool {
 	case wire.DeclareQueue:
 		count := max(m.PartitionCount.Or(1), 1)
 		fb.mu.Lock()
+		if _, isStream := fb.script.streams[m.Topic]; isStream {
+			fb.mu.Unlock()
+			fc.send(wire.OpError, h.RequestID, wire.ErrorBody{Code: wire.CodeInvalid, Message: "the topic is a stream here"})
+			return true
+		}
 		if known, ok := fb.script.topology[topicKey{m.Topic, m.Group.Or("")}]; ok && !m.PartitionCount.Present {
 			count = known // the existing count wins (PROTOCOL 5.12)
 		}

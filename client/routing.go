@@ -305,7 +305,51 @@ func (c *Client) fetchCountByDeclare(ctx context.Context, eng *engine, key route
 		c.routes.setPartitionCount(key, body.PartitionCount, now)
 		return nil
 	case wire.ErrorBody:
-		return brokerError(r.op, body)
+		declareErr := brokerError(r.op, body)
+		if body.Code != wire.CodeInvalid || key.group != "" {
+			return declareErr
+		}
+		// Refused as invalid: the topic may be a stream (a topic is a queue
+		// or a stream, never both), which a standalone broker lists nowhere.
+		count, err := c.probeStreamCount(ctx, eng, key.topic)
+		if err != nil || count == 0 {
+			return declareErr // not a stream either: the declare's own answer
+		}
+		c.streams.learn(key.topic, count)
+		c.routes.setPartitionCount(key, count, time.Now())
+		return nil
 	}
 	return fmt.Errorf("%w: %s in reply to DECLARE_QUEUE", ErrProtocol, r.op)
+}
+
+// probeFilter matches no record: fibril.* headers are the broker's
+// (PROTOCOL 7.12), and it never sets this one, so a probe subscription
+// delivers nothing and costs the connection no traffic.
+var probeFilter = []wire.KeyValue{{Key: "fibril.partition-probe", Value: "-"}}
+
+// probeStreamCount counts a stream's partitions by subscribing to 0, 1, ...
+// with a filter that matches nothing, until one answers 404 (PROTOCOL 5.11
+// step 3); 0 when partition 0 is refused. For publishers on a standalone
+// broker, whose TOPOLOGY lists no streams. The subscriptions end with the
+// connection (the protocol has no unsubscribe, PROTOCOL 7.11).
+func (c *Client) probeStreamCount(ctx context.Context, eng *engine, topic string) (uint32, error) {
+	for partition := uint32(0); partition < streamPartitionsProbeMax; partition++ {
+		r, err := eng.request(ctx, wire.OpSubscribeStream, wire.SubscribeStream{Topic: topic, Partition: partition,
+			Start: wire.StreamStart{Kind: wire.StreamStartLatest}, Filter: probeFilter})
+		if err != nil {
+			return 0, err
+		}
+		switch body := r.body.(type) {
+		case wire.SubscribeOk:
+			continue
+		case wire.ErrorBody:
+			if body.Code == wire.CodeNotFound {
+				return partition, nil
+			}
+			return 0, brokerError(r.op, body)
+		default:
+			return 0, fmt.Errorf("%w: %s in reply to SUBSCRIBE_STREAM", ErrProtocol, r.op)
+		}
+	}
+	return 0, fmt.Errorf("%w: stream %s: no 404 within %d partitions", ErrProtocol, topic, streamPartitionsProbeMax)
 }

@@ -7,6 +7,7 @@ package client_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -406,4 +407,30 @@ func TestStreamPatternOnStandaloneSeesOwnDeclares(t *testing.T) {
 	if _, err := c.SubscribeStreamPattern(ctx, "Bad*", client.StreamOptions{}); !errors.Is(err, client.ErrInvalidName) {
 		t.Fatalf("bad pattern: %v", err)
 	}
+}
+
+// A publisher to a stream on a standalone broker (TOPOLOGY lists nothing,
+// the bare DECLARE_QUEUE is refused: the topic is a stream) learns the
+// count by subscribing partitions with a filter that matches nothing, until
+// a 404, and key-routes over it.
+func TestPublisherLearnsAStreamsCountOnAStandaloneBroker(t *testing.T) {
+	forEachTransport(t, func(t *testing.T, kind string) {
+		fb := newFakeBroker(t, kind, fakeScript{standalone: true, streams: map[string]uint32{"ticks": 3}})
+		c := fb.dial(t, client.ClientOptions{})
+		if _, err := c.Publisher("ticks").PublishConfirmed(testContext(t), client.Text("t").PartitionKey("sensor-9")); err != nil {
+			t.Fatal(err)
+		}
+		fb.expectOp(t, wire.OpDeclareQueue)
+		for want := uint32(0); want < 4; want++ {
+			probe := fb.expectOp(t, wire.OpSubscribeStream).body.(wire.SubscribeStream)
+			if probe.Topic != "ticks" || probe.Partition != want || len(probe.Filter) != 1 || probe.DurableName.Present ||
+				!strings.HasPrefix(probe.Filter[0].Key, "fibril.") {
+				t.Fatalf("probe %d: %+v, want an ephemeral subscribe of partition %d filtered on a broker-only header", want, probe, want)
+			}
+		}
+		p := fb.expectOp(t, wire.OpPublish).body.(wire.Publish)
+		if want := wire.PartitionForKey([]byte("sensor-9"), 3); p.Partition != want {
+			t.Fatalf("keyed publish went to partition %d, want %d of 3", p.Partition, want)
+		}
+	})
 }

@@ -143,6 +143,14 @@ func TestBenchAgainstServeOverBothTransports(t *testing.T) {
 			t.Fatalf("%v", l)
 		}
 	}
+
+	lines = benchLines(t, append([]string{"fanout", "-consumers", "3"}, common...)...)
+	for _, l := range lines {
+		if l["status"] != "ok" || l["records"] != "6000" || l["delivered"] != "6000" || l["missing"] != "0" ||
+			l["dups"] != "0" || l["preload_msgs_per_s"] == "" {
+			t.Fatalf("%v", l)
+		}
+	}
 }
 
 // The left probe must count what a closed consumer received but never
