@@ -51,9 +51,10 @@ type brokerStore struct {
 type partStore struct {
 	queue   core.QueueID
 	host    *brokerHost
+	stream  *brokerStreamHost // a stream partition's host (host is nil)
 	log     *storage.Log
 	planner *storage.Planner
-	reader  *storage.PayloadReader
+	reader  *storage.PayloadReader // nil for a stream partition (no blob payloads)
 	buf     []core.Entry
 }
 
@@ -228,7 +229,9 @@ func (s *brokerStore) bind(h *brokerHost) {
 }
 
 func (s *brokerStore) dropPart(st *partStore) {
-	st.reader.Close()
+	if st.reader != nil {
+		st.reader.Close()
+	}
 	st.log.Close()
 	delete(s.parts, st.queue)
 	for i, x := range s.partOrder {
@@ -411,6 +414,9 @@ func (s *brokerStore) carryOutReports() {
 		}
 		h := r.part.host
 		if h == nil {
+			if sh := r.part.stream; sh != nil {
+				s.carryOutStreamReport(r, sh)
+			}
 			continue
 		}
 		if r.snapshot {
