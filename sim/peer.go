@@ -335,6 +335,13 @@ func (p *Peer) onBytes(l *Link, data []byte) {
 		p.unread = append(p.unread, data...)
 		return
 	}
+	if len(p.unread) > 0 {
+		// The pause ended but its wake-up has not run yet: what waited
+		// goes first, so the stream stays in order (a chunk read before
+		// the unread bytes reordered DELIVERs: streams seed 249, swarm).
+		data = append(p.unread, data...)
+		p.unread = nil
+	}
 	p.read(l, data)
 }
 
