@@ -35,7 +35,7 @@ func Streams() *sim.Scenario {
 		DurableRatio:         0.5,
 		FilterRatio:          0.3,
 		AutoAckRatio:         0.3,
-		SlowRatio:            0.01,
+		SlowRatio:            0.004,
 		ReconnectRatio:       0.003,
 		AckDelayMaxMs:        60,
 	}

@@ -314,6 +314,17 @@ func (s *brokerStore) startRound() {
 	nodeRecords := s.nodePending
 	s.nodePending = nil
 	s.setFaults()
+	for _, j := range jobs {
+		if j.snap != nil && j.st.stream != nil {
+			// No bit rot while a stream truncation runs: SaveSnapshot's
+			// TruncateFront (storage/simwal) copies the rest of a segment
+			// it read back without checking its records, so a flipped bit
+			// in that read is written to disk and the log never recovers
+			// (streams seed 765, swarm; reported to storage). Queue
+			// snapshots keep it, as before.
+			s.recoveryFaults()
+		}
+	}
 	s.awaitWorker(s.fs.gate.run(func() { s.runRound(nodeRecords, jobs) }))
 }
 
