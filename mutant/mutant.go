@@ -73,8 +73,8 @@ const (
 	// StreamCursorSkip (core/stream, hook to add): an ack commits
 	// max(acked)+2, so a durable cursor passes a record nobody acked.
 	StreamCursorSkip = "stream-cursor-skip"
-	// StreamDeliverUnfiltered (core/stream, hook to add): the filter is
-	// ignored for records served from the log (backfill).
+	// StreamDeliverUnfiltered (core/stream, hook to add): a subscription's
+	// filter is ignored, so it is handed records that do not match.
 	StreamDeliverUnfiltered = "stream-deliver-unfiltered"
 )
 
