@@ -95,6 +95,10 @@ func Check(h *History, opts Options) *Report {
 		v.group = -1
 		r.Violations = append(r.Violations, v)
 	}
+	for _, v := range newStreamChecker(h).run() {
+		v.group = -1
+		r.Violations = append(r.Violations, v)
+	}
 	for _, v := range newSessionChecker(h).run() {
 		v.group = -1
 		r.Violations = append(r.Violations, v)

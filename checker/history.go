@@ -61,6 +61,21 @@ const (
 	// KindConnClosed: node: the broker learned that a client's connection
 	// is gone (Client names the client).
 	KindConnClosed
+	// Appended for streams (DESIGN.md item 8; checker/streams.go). Node
+	// events carry the stream partition (Part) and the core's clock.
+	KindStreamPublishCall   // client: a PUBLISH to a stream (MsgID, Confirm)
+	KindStreamPublishReturn // client: its PUBLISH_OK (Offset) or ERROR
+	KindStreamRecord        // node: a record appended (Offset, Index, MsgID, Headers)
+	KindStreamConfirm       // node: a publish confirm released (Offset)
+	KindStreamSubStart      // node: a subscription taken (Sub, Offset = start, Text = durable name, Headers = filter, Index = next offset, Index2 = oldest)
+	KindStreamSubEnd        // node: a subscription gone
+	KindStreamDeliver       // node: a record handed to a subscription (Sub, Offset, MsgID)
+	KindStreamNotice        // node: retention clamped a subscription (Sub, Offset = from, Index2 = to)
+	KindStreamCommit        // node: a durable cursor committed (Text = name, Offset = next, Index); Trigger "recover": the cursor a recovery found (Index = the recovered last index)
+	KindStreamRecover       // node: a stream partition recovered (Offset = next offset, Index = last index, Index2 = oldest)
+	KindStreamClientSub     // client: SUBSCRIBE_OK of a stream subscription (Sub, Text = durable name)
+	KindStreamClientDeliver // client: a stream DELIVER (Sub, Offset, Tag, MsgID)
+	KindStreamFinal         // end of a drained run: a stream partition's next offset (Offset)
 	kindCount
 )
 
@@ -73,6 +88,11 @@ var kindNames = [...]string{
 	KindSubEnd: "sub_end", KindSettled: "settled", KindCrash: "crash", KindRecover: "recover",
 	KindFinal: "final", KindFault: "fault", KindPhase: "phase", KindDeadLock: "stuck",
 	KindNote: "note", KindAbort: "abort", KindSubStart: "sub_start", KindClientDeliver: "client_deliver", KindAttach: "attach", KindConnClosed: "conn_closed",
+	KindStreamPublishCall: "stream_publish_call", KindStreamPublishReturn: "stream_publish_return",
+	KindStreamRecord: "stream_record", KindStreamConfirm: "stream_confirm", KindStreamSubStart: "stream_sub_start",
+	KindStreamSubEnd: "stream_sub_end", KindStreamDeliver: "stream_deliver", KindStreamNotice: "stream_notice",
+	KindStreamCommit: "stream_commit", KindStreamRecover: "stream_recover", KindStreamClientSub: "stream_client_sub",
+	KindStreamClientDeliver: "stream_client_deliver", KindStreamFinal: "stream_final",
 }
 
 func (k Kind) String() string {
@@ -190,6 +210,10 @@ type QueueSpec struct {
 	// DeadLetterSink marks a queue that receives dead-letter copies; clients
 	// do not publish to it.
 	DeadLetterSink bool `json:"dead_letter_sink,omitempty"`
+	// Stream marks a plexus stream (Tier: core.Tier*); the queue fields
+	// are unused.
+	Stream bool  `json:"stream,omitempty"`
+	Tier   uint8 `json:"tier,omitempty"`
 }
 
 // PartitionSpec is one partition of one queue; events name it by index+1.
@@ -343,7 +367,8 @@ func (h *History) Describe(e *Event) string {
 	if e.MsgID != 0 {
 		fmt.Fprintf(&b, " msg=%d", e.MsgID)
 	}
-	if e.Kind == KindDeliver || e.Kind == KindEntry || e.Kind == KindAccept || e.Kind == KindSettled || e.Kind == KindFinal || e.Kind == KindConfirm {
+	if e.Kind == KindDeliver || e.Kind == KindEntry || e.Kind == KindAccept || e.Kind == KindSettled || e.Kind == KindFinal || e.Kind == KindConfirm ||
+		e.Kind >= KindStreamPublishReturn {
 		fmt.Fprintf(&b, " offset=%d", e.Offset)
 	}
 	if e.Tag != 0 {

@@ -58,4 +58,23 @@ const (
 	// broker did not resume over the new connection instead of refusing it
 	// with ErrStaleDelivery.
 	ClientSettleStale = "client-settle-stale"
+	// StreamPersistedOnSubmit (simulator driver): a stream partition's
+	// entries are reported Persisted as they are handed to storage, before
+	// any fsync, so confirms and durable-tier deliveries run ahead of the disk.
+	StreamPersistedOnSubmit = "stream-persisted-on-submit"
+	// StreamDropDelivery (simulator driver): one record of a
+	// StreamDeliveries batch of three or more is lost on its way to the
+	// session.
+	StreamDropDelivery = "stream-drop-delivery"
+	// StreamReorderDeliveries (simulator driver): the first two records of
+	// a StreamDeliveries batch of three or more swap places on the way to
+	// the session.
+	StreamReorderDeliveries = "stream-reorder-deliveries"
+	// StreamCursorSkip (core/stream, hook to add): an ack commits
+	// max(acked)+2, so a durable cursor passes a record nobody acked.
+	StreamCursorSkip = "stream-cursor-skip"
+	// StreamDeliverUnfiltered (core/stream, hook to add): a subscription's
+	// filter is ignored, so it is handed records that do not match.
+	StreamDeliverUnfiltered = "stream-deliver-unfiltered"
 )
+

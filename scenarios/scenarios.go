@@ -30,6 +30,7 @@ func All() []*sim.Scenario {
 		SessionsResume(),
 		StalledClients(),
 		SnapshotsUnderLoad(),
+		Streams(),
 	}
 }
 

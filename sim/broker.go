@@ -59,6 +59,11 @@ type Broker struct {
 	// parts is the driver's per-partition bookkeeping that outlives the
 	// process (the shadow of what was written, message ids by offset).
 	parts map[core.QueueID]*partShadow
+	// streams are the loaded stream partitions (load order in
+	// streamOrder); streamParts their bookkeeping that outlives the process.
+	streams     map[core.QueueID]*brokerStreamHost
+	streamOrder []*brokerStreamHost
+	streamParts map[core.QueueID]*streamShadow
 }
 
 // BrokerStats counts what a broker went through.
@@ -127,7 +132,7 @@ type brokerConn struct {
 }
 
 func newBroker(w *World, id uint32, rng *Rand) *Broker {
-	b := &Broker{id: id, w: w, rng: rng, parts: map[core.QueueID]*partShadow{}}
+	b := &Broker{id: id, w: w, rng: rng, parts: map[core.QueueID]*partShadow{}, streamParts: map[core.QueueID]*streamShadow{}}
 	b.wall = drawClock(rng, &w.faults)
 	b.cfg = w.nodeConfig()
 	b.store = newBrokerStore(b)
@@ -148,6 +153,7 @@ func (b *Broker) boot() {
 	b.sessions = map[node.SessionID]*brokerSession{}
 	b.hosts = map[core.QueueID]*brokerHost{}
 	b.hostOrder = nil
+	b.streams, b.streamOrder = map[core.QueueID]*brokerStreamHost{}, nil
 	b.conns = map[uint64]*brokerConn{}
 	b.pairs = map[envelopePair]*int64{}
 	b.envelopesInFlight = 0
@@ -240,6 +246,7 @@ func (b *Broker) crash(why string, powerLoss bool) {
 		b.w.fabric.brokerClose(c.link, "broker "+kind)
 	}
 	b.node, b.sessions, b.hosts, b.hostOrder, b.conns = nil, nil, nil, nil, nil
+	b.streams, b.streamOrder = nil, nil
 	b.store.crash(powerLoss)
 	b.w.after(b.rng.RangeInt64(b.w.faults.RestartDelayMinMs, b.w.faults.RestartDelayMaxMs), b.boot)
 }
@@ -291,7 +298,7 @@ func (b *Broker) stepNode(in node.Input, trigger string) {
 			return
 		}
 	}
-	b.apply(node.NodeAddr(), rd, nil)
+	b.apply(node.NodeAddr(), rd, nil, nil)
 	b.scheduleWake(&b.nodeWake, rd.WakeMs, func() { b.stepNode(&node.Tick{NowMs: b.nowMs()}, "tick") })
 }
 
@@ -307,7 +314,7 @@ func (b *Broker) stepSession(s *brokerSession, in node.Input, trigger string) {
 			return
 		}
 	}
-	b.apply(node.SessionAddr(s.id), rd, nil)
+	b.apply(node.SessionAddr(s.id), rd, nil, nil)
 	if s.m.Ended() {
 		delete(b.sessions, s.id)
 		s.wake.gen++
@@ -334,7 +341,7 @@ func (b *Broker) stepHost(h *brokerHost, in node.Input, trigger string) {
 		}
 	}
 	h.resident = rd.ResidentBytes
-	b.apply(node.PartitionAddr(h.queue), rd, h)
+	b.apply(node.PartitionAddr(h.queue), rd, h, nil)
 	b.recordHostEffects(h, rd, trigger)
 	b.scheduleWake(&h.wake, rd.WakeMs, func() {
 		if b.hosts[h.queue] == h {
@@ -366,9 +373,9 @@ func (b *Broker) scheduleWake(t *wakeTimer, wakeMs int64, fire func()) {
 
 // ---- carrying out a Ready
 
-// apply carries out one Ready in contract order. h is the Host that made
-// it (nil for the Node and sessions).
-func (b *Broker) apply(from node.Address, rd *node.Ready, h *brokerHost) {
+// apply carries out one Ready in contract order. h or sh is the Host or
+// StreamHost that made it (both nil for the Node and sessions).
+func (b *Broker) apply(from node.Address, rd *node.Ready, h *brokerHost, sh *brokerStreamHost) {
 	for _, init := range rd.Start {
 		assert(b.sessions[init.ID] == nil, "the Node never starts a session twice")
 		b.sessions[init.ID] = &brokerSession{id: init.ID, m: node.NewSession(b.cfg, init)}
@@ -381,7 +388,9 @@ func (b *Broker) apply(from node.Address, rd *node.Ready, h *brokerHost) {
 	if len(rd.Persist) > 0 {
 		b.store.appendNode(rd.Persist)
 	}
-	if len(rd.PersistEntries) > 0 {
+	if sh != nil {
+		b.applyStream(sh, rd)
+	} else if len(rd.PersistEntries) > 0 {
 		assert(h != nil, "only a Host persists partition entries")
 		b.store.appendPartition(h, rd.PersistEntries)
 	}
@@ -405,7 +414,7 @@ func (b *Broker) apply(from node.Address, rd *node.Ready, h *brokerHost) {
 	for _, pc := range rd.CheckPassword {
 		b.checkPassword(from, pc)
 	}
-	if rd.Snapshot != nil {
+	if rd.Snapshot != nil && sh == nil {
 		b.store.snapshot(from, h, *rd.Snapshot)
 	}
 }
@@ -449,6 +458,7 @@ func (b *Broker) arrive(env node.Envelope) {
 			if !b.resolveStored(env) {
 				return
 			}
+			b.routeStreamDeliveries(env)
 			b.stepSession(s, &node.Deliver{NowMs: now, Envelope: env}, "deliver")
 			return
 		}
@@ -456,6 +466,11 @@ func (b *Broker) arrive(env node.Envelope) {
 		if h := b.hosts[env.To.Queue]; h != nil {
 			b.noteRequest(h, env.Msg)
 			b.stepHost(h, &node.Deliver{NowMs: now, Envelope: env}, triggerOf(env.Msg))
+			return
+		}
+		if sh := b.streams[env.To.Queue]; sh != nil {
+			b.noteStreamRequest(sh, env.Msg)
+			b.stepStream(sh, &node.Deliver{NowMs: now, Envelope: env}, "deliver")
 			return
 		}
 	}
@@ -476,6 +491,8 @@ func (b *Broker) bounce(env node.Envelope) {
 	case node.AddrPartition:
 		if h := b.hosts[env.From.Queue]; h != nil {
 			b.stepHost(h, in, "bounced")
+		} else if sh := b.streams[env.From.Queue]; sh != nil {
+			b.stepStream(sh, in, "bounced")
 		}
 	}
 }
@@ -536,6 +553,10 @@ func (b *Broker) resolveDeadLetter(env node.Envelope) bool {
 // corrupt or unreadable partition would.
 func (b *Broker) load(req node.LoadRequest) {
 	b.later(b.rng.RangeInt64(0, b.w.faults.LoadDelayMaxMs), func() {
+		if req.Kind == node.KindStream {
+			b.loadStream(req)
+			return
+		}
 		q := req.Queue
 		if b.hosts[q] != nil {
 			b.stepNode(&node.LoadDone{NowMs: b.nowMs(), Queue: q}, "load_done")

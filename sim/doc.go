@@ -33,10 +33,15 @@
 //	  brokerStore  the storage package's record log, partition Logs,
 //	           group-commit Planner and PayloadReader over gatedFS: fsyncs
 //	           take simulated time, faults come from simfs
+//	  streams  a StreamHost per loaded stream partition (broker_stream.go):
+//	           its storage.Log in the same rounds, Reads answered with
+//	           Log.ReadEntries between rounds, truncation by snapshot
 //	  Peer     a producer, consumer or declarer speaking frames: HELLO (with
 //	           resume), AUTH, RECONCILE_CLIENT, PUBLISH(_DELAYED),
 //	           SUBSCRIBE, ACK, NACK, DECLARE_QUEUE; misbehaving links
-//	           (partial headers, no AUTH, oversized frames, split writes)
+//	           (partial headers, no AUTH, oversized frames, split writes);
+//	           stream producers and subscribers (peer_stream.go):
+//	           DECLARE_PLEXUS, PUBLISH to streams, SUBSCRIBE_STREAM, ACK
 //	recorder   the history (checker.Event) and the trace hash
 //
 // # Phases

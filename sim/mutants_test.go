@@ -16,7 +16,12 @@ package sim_test
 // break production code: storage reporting a round durable when submitted
 // (DurableOnSubmit), blob payloads never fdatasynced (NoBlobDatasync),
 // recovery skipping the CRC check (SkipCRC), and the Session machine's
-// grace expiring at a tenth of its length (EarlyGraceRequeue).
+// grace expiring at a tenth of its length (EarlyGraceRequeue). Three break
+// the simulator's own stream driver (sim/broker_stream.go), for DESIGN.md
+// item 8: stream entries reported Persisted when handed to storage
+// (StreamPersistedOnSubmit), a record lost from a StreamDeliveries batch
+// on its way to the session (StreamDropDelivery), and two records of a
+// batch swapped (StreamReorderDeliveries).
 
 import (
 	"fmt"
@@ -47,6 +52,9 @@ func mutants() []brokenVariant {
 		{name: "no-blob-datasync", active: mutant.NoBlobDatasync},
 		{name: "skip-crc", active: mutant.SkipCRC},
 		{name: "early-grace-requeue", active: mutant.EarlyGraceRequeue},
+		{name: "stream-persisted-on-submit", active: mutant.StreamPersistedOnSubmit},
+		{name: "stream-drop-delivery", active: mutant.StreamDropDelivery},
+		{name: "stream-reorder-deliveries", active: mutant.StreamReorderDeliveries},
 		{name: "confirm-before-durable", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &confirmEarly{Partition: p, early: map[uint64]bool{}}
 		}},

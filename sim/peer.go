@@ -70,6 +70,9 @@ type Peer struct {
 	vanishUntilMs int64
 	late          []lateSettle // settles waiting for a link of the same session
 
+	// Stream subscriber (peer_stream.go).
+	ssubs []*streamSub
+
 	// Declarer.
 	declared []bool
 	retired  bool // done: never reconnects
@@ -82,6 +85,8 @@ const (
 	roleConsumer
 	roleDeclarer
 	roleRogue // opens only misbehaving links, in the safety phase
+	roleStreamProducer
+	roleStreamSubscriber
 )
 
 type peerState uint8
@@ -112,6 +117,8 @@ const (
 	opSubscribe
 	opDeclare
 	opReconcile
+	opStreamPublish
+	opStreamSubscribe
 )
 
 type peerOp struct {
@@ -122,6 +129,8 @@ type peerOp struct {
 	confirm bool
 	sub     *peerSub
 	queue   int
+	ssub    *streamSub  // stream subscribe
+	spec    *streamSpec // stream ops
 }
 
 // lateSettle is a settle made while the link was down, sent once the same
@@ -143,7 +152,7 @@ func newPeer(w *World, id uint32, role peerRole, b *Broker, rng *Rand) *Peer {
 		}
 	}
 	if role == roleDeclarer {
-		p.declared = make([]bool, len(w.scenario.Queues))
+		p.declared = make([]bool, len(w.scenario.Queues)+len(w.scenario.Streams))
 	}
 	return p
 }
@@ -157,6 +166,10 @@ func (p *Peer) start() {
 		p.maintain()
 	case roleProducer:
 		p.w.after(p.rng.RangeInt64(0, p.w.scenario.Workload.PublishIntervalMaxMs), p.produce)
+	case roleStreamProducer:
+		p.w.after(p.rng.RangeInt64(0, p.w.scenario.Workload.Stream.PublishIntervalMaxMs), p.produceStream)
+	case roleStreamSubscriber:
+		p.maintainStreams()
 	}
 }
 
@@ -305,6 +318,9 @@ func (p *Peer) lost(why string) {
 		s.pending = false
 		s.batch = nil
 	}
+	for _, s := range p.ssubs {
+		s.reset() // streams are not reconciled: gone with the attachment
+	}
 	w := &p.w.scenario.Workload
 	p.w.after(p.rng.RangeInt64(w.ReconnectDelayMinMs, w.ReconnectDelayMaxMs), p.connect)
 }
@@ -318,6 +334,13 @@ func (p *Peer) onBytes(l *Link, data []byte) {
 	if p.w.nowMs < p.notReadingTill {
 		p.unread = append(p.unread, data...)
 		return
+	}
+	if len(p.unread) > 0 {
+		// The pause ended but its wake-up has not run yet: what waited
+		// goes first, so the stream stays in order (a chunk read before
+		// the unread bytes reordered DELIVERs: streams seed 249, swarm).
+		data = append(p.unread, data...)
+		p.unread = nil
 	}
 	p.read(l, data)
 }
@@ -381,10 +404,18 @@ func (p *Peer) onFrame(h wire.Header, payload []byte) {
 	case wire.SubscribeOk:
 		p.onSubscribeOk(h, m)
 	case wire.Deliver:
-		p.onDeliver(m)
+		if p.role == roleStreamSubscriber {
+			p.onStreamDeliver(m)
+		} else {
+			p.onDeliver(m)
+		}
 	case wire.SubscriptionClosed:
-		p.onSubscriptionClosed(m)
-	case wire.DeclareQueueOk:
+		if p.role == roleStreamSubscriber {
+			p.streamSubClosed(m.SubID)
+		} else {
+			p.onSubscriptionClosed(m)
+		}
+	case wire.DeclareQueueOk, wire.DeclarePlexusOk:
 		p.onDeclared(h)
 	case wire.ErrorBody:
 		p.onError(h, m)
@@ -495,6 +526,11 @@ func (p *Peer) ready() {
 		p.subscribeAll()
 	case roleDeclarer:
 		p.declareAll()
+	case roleStreamSubscriber:
+		for _, s := range p.ssubs {
+			s.reset() // a new attachment holds no stream subscription
+		}
+		p.subscribeStreams()
 	}
 }
 
@@ -516,5 +552,9 @@ func (p *Peer) onError(h wire.Header, m wire.ErrorBody) {
 		p.subscribeReturned(op, 0, errText)
 	case opDeclare:
 		// declareAll tries again on the next connection
+	case opStreamPublish:
+		p.streamPublishReturned(op, false, 0, errText)
+	case opStreamSubscribe:
+		p.streamSubscribed(op, 0, errText)
 	}
 }

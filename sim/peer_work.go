@@ -112,6 +112,23 @@ func (p *Peer) declareAll() {
 		req := p.writeFrame(wire.OpDeclareQueue, m)
 		p.pending[req] = &peerOp{kind: opDeclare, queue: i}
 	}
+	for i, st := range p.w.scenario.Streams {
+		if p.declared[len(p.w.scenario.Queues)+i] {
+			continue
+		}
+		m := wire.DeclarePlexus{Topic: st.Topic, PartitionCount: wire.Some(uint32(st.Partitions)), Durability: wire.Durability(st.Tier)}
+		if st.MaxAgeMs > 0 {
+			m.RetentionAgeMsMax = wire.Some(st.MaxAgeMs)
+		}
+		if st.MaxBytes > 0 {
+			m.RetentionBytesMax = wire.Some(st.MaxBytes)
+		}
+		if st.MaxRecords > 0 {
+			m.RetentionRecordsMax = wire.Some(st.MaxRecords)
+		}
+		req := p.writeFrame(wire.OpDeclarePlexus, m)
+		p.pending[req] = &peerOp{kind: opDeclare, queue: len(p.w.scenario.Queues) + i}
+	}
 }
 
 func (p *Peer) onDeclared(h wire.Header) {
@@ -199,6 +216,11 @@ func (p *Peer) publishOne() {
 
 func (p *Peer) onPublishOk(h wire.Header, m wire.PublishOk) {
 	op := p.pending[h.RequestID]
+	if op != nil && op.kind == opStreamPublish {
+		delete(p.pending, h.RequestID)
+		p.streamPublishReturned(op, true, m.Offset, "")
+		return
+	}
 	if op == nil || op.kind != opPublish {
 		p.w.abort(fmt.Sprintf("client %d: PUBLISH_OK for request %d it never made", p.id, h.RequestID))
 		return
@@ -293,6 +315,11 @@ func (p *Peer) subscribe(s *peerSub) {
 
 func (p *Peer) onSubscribeOk(h wire.Header, m wire.SubscribeOk) {
 	op := p.pending[h.RequestID]
+	if op != nil && op.kind == opStreamSubscribe {
+		delete(p.pending, h.RequestID)
+		p.streamSubscribed(op, m.SubID, "")
+		return
+	}
 	if op == nil || op.kind != opSubscribe {
 		p.w.abort(fmt.Sprintf("client %d: SUBSCRIBE_OK for request %d it never made", p.id, h.RequestID))
 		return

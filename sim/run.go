@@ -140,6 +140,7 @@ func newWorld(sc *Scenario, seed uint64, opts Options) *World {
 				queueID: core.QueueID{Topic: q.Topic, Partition: uint32(p)}})
 		}
 	}
+	w.buildStreamCatalogue()
 	w.rec.history.Meta = w.meta()
 	w.rec.hashLine(w.rec.history.Meta.Replay)
 	w.rec.hashLine(w.safetyFaults.String())
@@ -160,6 +161,7 @@ func (w *World) meta() checker.Meta {
 	for _, spec := range w.catalogue {
 		m.Partitions = append(m.Partitions, checker.PartitionSpec{Queue: spec.queueIdx, Topic: spec.queueID.Topic, Partition: spec.queueID.Partition})
 	}
+	w.streamMeta(&m)
 	return m
 }
 

@@ -12,12 +12,15 @@ type Scenario struct {
 	Name        string
 	Description string // one line: what the scenario exercises
 	Queues      []QueueConfig
-	GlobalDLQ   string // global dead-letter target topic ("" = none)
-	LeaseMs     int64  // core.Config.LeaseMs
-	NodeCount   int    // nodes on the network (standalone: 1; more need the cluster core)
-	Workload    Workload
-	Faults      Faults           // used as is unless the run is in swarm mode
-	Schedule    []ScheduledFault // applied in both modes
+	// Streams are the plexus streams the declarer declares (DECLARE_PLEXUS)
+	// for the stream producers and subscribers (Workload.Stream).
+	Streams   []StreamConfig
+	GlobalDLQ string // global dead-letter target topic ("" = none)
+	LeaseMs   int64  // core.Config.LeaseMs
+	NodeCount int    // nodes on the network (standalone: 1; more need the cluster core)
+	Workload  Workload
+	Faults    Faults           // used as is unless the run is in swarm mode
+	Schedule  []ScheduledFault // applied in both modes
 	// Broker overrides the simulator's node-core config (zero fields keep
 	// the simulator's defaults, see World.nodeConfig).
 	Broker BrokerKnobs
@@ -53,6 +56,32 @@ type QueueConfig struct {
 	// the core's default): a small bound makes publishes fail with
 	// ErrQueueFull.
 	QueueDepthMax int
+}
+
+// StreamConfig declares one stream: its tier and retention bounds (0 =
+// unbounded).
+type StreamConfig struct {
+	Topic      string
+	Partitions int
+	Tier       uint8 // core.TierEphemeral, TierSpeculative, TierDurable
+	MaxAgeMs   uint64
+	MaxBytes   uint64
+	MaxRecords uint64
+}
+
+// StreamWorkload is what the stream clients do.
+type StreamWorkload struct {
+	Producers            int
+	Subscribers          int
+	RecordsPerProducer   int
+	PublishIntervalMaxMs int64
+	ConfirmRatio         float64
+	DurableRatio         float64 // share of subscriptions with a durable name
+	FilterRatio          float64 // share of subscriptions with a filter
+	AutoAckRatio         float64
+	SlowRatio            float64 // share of subscribers that stop reading now and then
+	ReconnectRatio       float64 // chance per delivery that a subscriber drops its link
+	AckDelayMaxMs        int64
 }
 
 // Workload is what the clients do. Ratios are per message or per delivery.
@@ -97,6 +126,9 @@ type Workload struct {
 	ReconnectDelayMinMs int64
 	ReconnectDelayMaxMs int64
 	ConnectTimeoutMs    int64
+
+	// Stream is the stream clients' share of the work (Scenario.Streams).
+	Stream StreamWorkload
 
 	SafetyPhaseMs      int64 // faults on, producers publish
 	LivenessPhaseMaxMs int64 // faults off, consumers drain; must converge within this
@@ -237,6 +269,15 @@ func (s *Scenario) validate() error {
 	}
 	if s.GlobalDLQ != "" && !topics[s.GlobalDLQ] {
 		return fmt.Errorf("sim: scenario %s: global dead-letter target %s is not declared", s.Name, s.GlobalDLQ)
+	}
+	for _, st := range s.Streams {
+		if err := core.ValidateName(st.Topic); err != nil || st.Partitions < 1 || topics[st.Topic] || st.Tier > core.TierDurable {
+			return fmt.Errorf("sim: scenario %s: stream %q needs a valid name of its own, a partition and a tier", s.Name, st.Topic)
+		}
+		topics[st.Topic] = true
+	}
+	if sw := &w.Stream; (sw.Producers > 0 || sw.Subscribers > 0) && len(s.Streams) == 0 {
+		return fmt.Errorf("sim: scenario %s has stream clients but no stream", s.Name)
 	}
 	return s.Faults.validate()
 }

@@ -44,6 +44,8 @@ type World struct {
 	nowMs           int64
 	phase           phase
 	catalogue       []*partSpec
+	streamCat       []*streamSpec // the scenario's stream partitions (world_stream.go)
+	streamNames     []string      // every durable name a stream subscriber may use
 	rec             *recorder
 	checkInvariants bool
 	wrapFn          WrapMachine

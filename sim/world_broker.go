@@ -61,6 +61,12 @@ func (w *World) nodeConfig() node.Config {
 	if k.SnapshotEntriesMin != 0 {
 		cfg.SnapshotEntriesMin = k.SnapshotEntriesMin
 	}
+	// Small segments, ring, window and reads: sealing, retention,
+	// backfill from the log and full windows all happen in short runs.
+	cfg.StreamPartition.SegmentRecordsMax = 24
+	cfg.StreamPartition.TailBytesMax = 3000
+	cfg.StreamPartition.SubWindowMax = 16
+	cfg.StreamPartition.ReadBatchMax = 12
 	cfg.Partition = core.DefaultConfig(core.QueueID{Topic: "template"})
 	cfg.Partition.LeaseMs = w.scenario.LeaseMs
 	if err := cfg.Validate(); err != nil {
@@ -113,6 +119,16 @@ func (w *World) setupBrokers() {
 		id++
 		w.peers = append(w.peers, newPeer(w, id, roleRogue, b, w.rng.Fork()))
 	}
+	for i := 0; i < sc.Workload.Stream.Producers; i++ {
+		id++
+		w.peers = append(w.peers, newPeer(w, id, roleStreamProducer, b, w.rng.Fork()))
+	}
+	for i := 0; i < sc.Workload.Stream.Subscribers; i++ {
+		id++
+		p := newPeer(w, id, roleStreamSubscriber, b, w.rng.Fork())
+		p.newStreamSubs(i)
+		w.peers = append(w.peers, p)
+	}
 	id++
 	w.declarer = newPeer(w, id, roleDeclarer, b, w.rng.Fork())
 	w.after(1, w.declarer.start)
@@ -160,6 +176,9 @@ func (w *World) isQuiescentBrokers() bool {
 			}
 		}
 	}
+	if !w.streamsQuiescent() {
+		return false
+	}
 	// Every consumer is attached and subscribed everywhere.
 	for _, p := range w.peers {
 		if p.role != roleConsumer {
@@ -201,6 +220,7 @@ func (w *World) stuckReportBrokers() string {
 			}
 		}
 	}
+	w.streamStuckReport(&sb)
 	for _, p := range w.peers {
 		if p.role == roleConsumer && p.state != stateReady {
 			fmt.Fprintf(&sb, " client %d not attached (state %d);", p.id, p.state)
@@ -223,6 +243,9 @@ func (w *World) finishBrokers() {
 	for _, b := range w.brokers {
 		if !b.up {
 			continue
+		}
+		if w.quiescent {
+			b.recordStreamFinal()
 		}
 		b.store.crash(false)
 		for _, ps := range b.sortedShadows() {
