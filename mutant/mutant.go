@@ -70,10 +70,10 @@ const (
 	// a StreamDeliveries batch of three or more swap places on the way to
 	// the session.
 	StreamReorderDeliveries = "stream-reorder-deliveries"
-	// StreamCursorSkip (core/stream, hook to add): an ack commits
+	// StreamCursorSkip (core/stream/subscription.go): an ack commits
 	// max(acked)+2, so a durable cursor passes a record nobody acked.
 	StreamCursorSkip = "stream-cursor-skip"
-	// StreamDeliverUnfiltered (core/stream, hook to add): a subscription's
+	// StreamDeliverUnfiltered (core/stream/serve.go): a subscription's
 	// filter is ignored, so it is handed records that do not match.
 	StreamDeliverUnfiltered = "stream-deliver-unfiltered"
 )

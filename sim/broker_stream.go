@@ -95,13 +95,10 @@ func (b *Broker) loadStream(req node.LoadRequest) {
 	b.store.bindStream(sh)
 	b.streams[q] = sh
 	b.streamOrder = append(b.streamOrder, sh)
-	// The first step carries the clock floor: a wall-clock step back moves
-	// the next boot's anchor, and core/stream (today) stamps a new record
-	// with a publish time before the retained ones, which breaks its own
-	// invariant "publish times never go back in a segment" (found by the
-	// streams sweep, reported to core). The StreamHost keeps its clock the
-	// running maximum of its inputs, so one floored input is enough.
-	b.stepStream(sh, &node.Tick{NowMs: max(b.nowMs(), ss.maxAtMs)}, "load")
+	// The first step carries the clock as it is, even behind the publish
+	// times recovered: core/stream stamps a new record no earlier than the
+	// one it follows (it once did not: streams seed 265 --swarm).
+	b.stepStream(sh, &node.Tick{NowMs: b.nowMs()}, "load")
 	if b.up && b.streams[q] == sh {
 		b.stepNode(&node.LoadDone{NowMs: b.nowMs(), Queue: q}, "load_done")
 	}

@@ -55,6 +55,8 @@ func mutants() []brokenVariant {
 		{name: "stream-persisted-on-submit", active: mutant.StreamPersistedOnSubmit},
 		{name: "stream-drop-delivery", active: mutant.StreamDropDelivery},
 		{name: "stream-reorder-deliveries", active: mutant.StreamReorderDeliveries},
+		{name: "stream-cursor-skip", active: mutant.StreamCursorSkip},
+		{name: "stream-deliver-unfiltered", active: mutant.StreamDeliverUnfiltered},
 		{name: "confirm-before-durable", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &confirmEarly{Partition: p, early: map[uint64]bool{}}
 		}},

@@ -179,14 +179,15 @@ func (p *Planner) Drop() {
 	p.pending, p.head, p.urgentQueued, p.snapshot = nil, 0, 0, nil
 }
 
-// urgentEntry says whether someone waits on e's durability: a publish (its
-// confirm, and its deliveries), a declare or a global DLQ change (their
-// replies). Leases, settles and requeues only delay bookkeeping: their
-// effects reach clients before they are durable, and a crash before it
-// means redelivery, which at-least-once allows.
+// urgentEntry says whether someone waits on e's durability: a publish or a
+// stream record (its confirm, and its deliveries), a declare of a queue or
+// a stream, or a global DLQ change (their replies). Leases, settles,
+// requeues and cursor commits only delay bookkeeping: their effects reach
+// clients before they are durable, and a crash before it means
+// redelivery, which at-least-once allows.
 func urgentEntry(e *core.Entry) bool {
 	switch e.Kind {
-	case core.EntryPublish, core.EntryDeclare, core.EntryGlobalDLQ:
+	case core.EntryPublish, core.EntryDeclare, core.EntryGlobalDLQ, core.EntryStreamRecord, core.EntryStreamDeclare:
 		return true
 	}
 	return false

@@ -252,7 +252,15 @@ func (p *Partition) onPublish(in *Publish) {
 	// what retention and by-time starts use, so it never goes back.
 	body.ReceivedMs = p.nowMs
 	offset := p.nextOffset
-	p.appendEntry(core.Entry{Kind: core.EntryStreamRecord, Offset: offset, Body: body, AtMs: p.nowMs})
+	atMs := p.nowMs
+	if last := p.segments.last(); last != nil && last.lastAtMs > atMs {
+		// The clock went back (a wall-clock step before a restart moves the
+		// driver's anchor): a record stamped before the one it follows would
+		// break age retention and by-time starts, which need publish times
+		// that never go back (found by the streams sweep, seed 265 swarm).
+		atMs = last.lastAtMs
+	}
+	p.appendEntry(core.Entry{Kind: core.EntryStreamRecord, Offset: offset, Body: body, AtMs: atMs})
 	assertTrue(p.nextOffset == offset+1, "a publish adds one record")
 	// The awaiting queue tracks every record, confirmed or not: it is also
 	// how durableOffsetEnd (durable-tier visibility, reads) advances.

@@ -486,3 +486,32 @@ func TestRetentionNeverDropsTheOpenSegment(t *testing.T) {
 		t.Fatalf("oldest %d, %d segments, truncate %+v: the open segment must stay", h.p.Oldest(), h.p.segments.len(), h.truncate)
 	}
 }
+
+// A clock that went back across a restart (a wall-clock step moves the
+// driver's anchor) never stamps a record before the one it follows: age
+// retention and by-time starts need publish times that never go back
+// (the streams sweep, seed 265 --swarm, before the fix).
+func TestPublishTimesNeverGoBackAcrossARestart(t *testing.T) {
+	h := newHarness(t, durableSettings(), nil)
+	h.advance(60_000)
+	h.publishN(3)
+	h.persist()
+	h.crash()
+	h.nowMs -= 30_000 // the restarted driver's clock is behind
+	h.step(&Tick{NowMs: h.nowMs})
+	h.publish()
+	h.persist()
+	var last int64
+	for _, e := range h.log {
+		if e.Kind != core.EntryStreamRecord {
+			continue
+		}
+		if e.AtMs < last {
+			t.Fatalf("record %d stamped %d after one stamped %d", e.Offset, e.AtMs, last)
+		}
+		last = e.AtMs
+	}
+	if err := h.p.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,6 +1,9 @@
 package stream
 
-import "github.com/fibril-go/fibril/core"
+import (
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
+)
 
 // Serving records to subscriptions: from the tail ring when it holds the
 // subscription's next offset, from the log (Read/ReadDone) otherwise.
@@ -41,7 +44,8 @@ func (p *Partition) offer(sub *subscription, offset uint64, atMs int64, body *co
 	assertTrue(offset < p.visibleEnd(), "only visible records are handed out")
 	sub.next++
 	sub.readIndex = 0 // the ring or the read loop says where next is
-	if atMs < sub.minAtMs || !matches(sub.filter, body.Headers) {
+	// The mutant hands out records the filter rejects (broken on purpose).
+	if atMs < sub.minAtMs || (!mutant.On(mutant.StreamDeliverUnfiltered) && !matches(sub.filter, body.Headers)) {
 		return
 	}
 	p.rd.Deliveries = append(p.rd.Deliveries, Delivery{SubID: sub.id, Offset: offset, Body: body, AtMs: atMs,
