@@ -1,6 +1,10 @@
 package stream
 
-import "github.com/fibril-go/fibril/core"
+import (
+	"strings"
+
+	"github.com/fibril-go/fibril/core"
+)
 
 // Filters (PROTOCOL 7.5): an AND of clauses; a clause matches when the
 // record has header Key and its value matches Pattern, where '*' matches any
@@ -32,34 +36,45 @@ func clauseMatches(c *Clause, headers []core.Header) bool {
 	return false
 }
 
-// globMatch matches value against pattern with '*' only. It is the classic
-// greedy walk with one backtrack point (the last '*'): O(len(p)*len(v)) at
-// worst, no recursion, no allocation.
+// globMatch matches value against pattern with '*' only, in time linear in
+// the value: the literal pieces between stars must appear in order, the
+// first as a prefix and the last as a suffix, and for a '*'-only pattern
+// the leftmost occurrence of each middle piece is always the best choice
+// (taking it leaves the most value for the pieces after). The classic
+// backtracking walk it replaces cost len(pattern) x len(value) per record
+// (seconds for one long pattern against a 64 KiB header: found by review).
 func globMatch(pattern, value string) bool {
-	// p and v walk pattern and value; star is the last '*' seen and mark
-	// the value position it is currently taken to swallow up to.
-	p, v := 0, 0
-	star, mark := -1, 0
-	for v < len(value) {
-		switch {
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, v
-			p++
-		case p < len(pattern) && pattern[p] == value[v]:
-			p++
-			v++
-		case star >= 0:
-			// Let the last '*' swallow one more byte and retry after it.
-			mark++
-			p, v = star+1, mark
-		default:
+	first := strings.IndexByte(pattern, '*')
+	if first < 0 {
+		return pattern == value // no star: an exact match
+	}
+	last := strings.LastIndexByte(pattern, '*')
+	prefix, suffix := pattern[:first], pattern[last+1:]
+	if len(prefix)+len(suffix) > len(value) || !strings.HasPrefix(value, prefix) || !strings.HasSuffix(value, suffix) {
+		return false
+	}
+	// The middle pieces must fit, in order, between prefix and suffix.
+	rest := value[len(prefix) : len(value)-len(suffix)]
+	middle := ""
+	if last > first {
+		middle = pattern[first+1 : last]
+	}
+	for len(middle) > 0 {
+		star := strings.IndexByte(middle, '*')
+		piece := middle
+		if star >= 0 {
+			piece, middle = middle[:star], middle[star+1:]
+		} else {
+			middle = ""
+		}
+		if piece == "" {
+			continue // "**": an empty piece matches anywhere
+		}
+		at := strings.Index(rest, piece)
+		if at < 0 {
 			return false
 		}
+		rest = rest[at+len(piece):]
 	}
-	assertTrue(v == len(value), "the walk consumed the whole value")
-	// Trailing stars match the empty rest.
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
+	return true
 }

@@ -50,6 +50,21 @@ type Partition struct {
 	truncating  *pendingTruncate
 	readSerial  uint64 // the last read token handed out
 	rd          Ready
+
+	// durableCursors are the cursors as the durable prefix of the log says
+	// (commits up to durableIndex); pendingCommits the commit entries after
+	// it, in log order (bounded by UnpersistedEntriesMax). A truncation
+	// snapshot carries durableCursors, so retention can run under steady
+	// traffic (the log is never wholly durable then) without the snapshot
+	// naming a commit a crash could lose.
+	durableCursors map[string]uint64
+	pendingCommits []pendingCommit
+}
+
+// pendingCommit is a cursor commit entry not yet durable.
+type pendingCommit struct {
+	index   uint64
+	cursors []core.CursorPos
 }
 
 // pendingTruncate is the retention step storage has not confirmed yet.
@@ -75,11 +90,12 @@ func NewPartition(cfg Config, settings core.StreamSettings) (*Partition, error) 
 
 func newPartition(cfg Config) *Partition {
 	return &Partition{
-		cfg:         cfg,
-		cursors:     make(map[string]uint64),
-		subs:        make(map[uint64]*subscription),
-		activeNames: make(map[string]int),
-		commitAt:    make(map[string]int),
+		cfg:            cfg,
+		cursors:        make(map[string]uint64),
+		durableCursors: make(map[string]uint64),
+		subs:           make(map[uint64]*subscription),
+		activeNames:    make(map[string]int),
+		commitAt:       make(map[string]int),
 	}
 }
 
@@ -304,6 +320,15 @@ func (p *Partition) onPersisted(in *Persisted) {
 		return // a late or repeated report
 	}
 	p.durableIndex = in.UpToIndex
+	// Commits become durable in log order too: the durable cursors follow.
+	n := 0
+	for n < len(p.pendingCommits) && p.pendingCommits[n].index <= p.durableIndex {
+		for _, c := range p.pendingCommits[n].cursors {
+			p.durableCursors[c.Name] = max(c.Next, p.oldest)
+		}
+		n++
+	}
+	p.pendingCommits = p.pendingCommits[:copy(p.pendingCommits, p.pendingCommits[n:])]
 	// Records become durable in log order, so the awaiting queue drains
 	// from the front; a confirm leaves exactly when its record is durable.
 	for !p.awaiting.empty() && p.awaiting.front().index <= p.durableIndex {

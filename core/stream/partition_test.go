@@ -2,10 +2,13 @@ package stream
 
 import (
 	"errors"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fibril-go/fibril/core"
+	"pgregory.net/rapid"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -513,5 +516,45 @@ func TestPublishTimesNeverGoBackAcrossARestart(t *testing.T) {
 	}
 	if err := h.p.CheckInvariants(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// globMatch agrees with a regular expression built from the pattern (each
+// '*' a ".*", everything else literal, anchored) on random small patterns
+// and values: the linear matcher replaced a backtracking one.
+func TestGlobMatchAgreesWithARegexp(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		pattern := rapid.StringOfN(rapid.SampledFrom([]rune("ab*")), 0, 8, -1).Draw(t, "pattern")
+		value := rapid.StringOfN(rapid.SampledFrom([]rune("ab")), 0, 10, -1).Draw(t, "value")
+		pieces := strings.Split(pattern, "*")
+		for i := range pieces {
+			pieces[i] = regexp.QuoteMeta(pieces[i])
+		}
+		want := regexp.MustCompile("^" + strings.Join(pieces, ".*") + "$").MatchString(value)
+		if got := globMatch(pattern, value); got != want {
+			t.Fatalf("glob %q on %q = %v, want %v", pattern, value, got, want)
+		}
+	})
+}
+
+// Retention runs under steady traffic, when the log is never wholly durable
+// (every fsync report trails the newest publish): it once waited for a
+// moment with nothing pending and never ran under load (found by review).
+func TestRetentionRunsUnderSteadyTraffic(t *testing.T) {
+	settings := durableSettings()
+	settings.MaxRecords = 8
+	h := newHarness(t, settings, func(c *Config) { c.SegmentRecordsMax = 4 })
+	for i := 0; i < 200; i++ {
+		before := h.p.LastIndex()
+		h.publish()
+		h.durable = before // the round before this publish is what is durable
+		h.step(&Persisted{NowMs: h.nowMs, UpToIndex: before})
+		if h.truncate != nil {
+			h.saveSnapshot()
+		}
+	}
+	// Within the bound plus the open segment and one not yet durable.
+	if retained := h.p.NextOffset() - h.p.Oldest(); retained > 8+2*4 {
+		t.Fatalf("max_records 8: %d records retained after 200 publishes under steady traffic", retained)
 	}
 }

@@ -6,9 +6,11 @@ import "math"
 //   - only whole sealed segments are dropped, oldest first, and only while a
 //     bound (age, bytes, records; 0 = unbounded) is crossed; the open
 //     segment never is;
-//   - a drop is decided only when everything logged is durable, so the
-//     truncation snapshot (which carries the current cursors) never names a
-//     commit a crash could lose;
+//   - only durable segments are dropped, and the truncation snapshot
+//     carries the durable cursors (commits up to durableIndex), so it never
+//     names a commit a crash could lose; retention runs under steady
+//     traffic, when the log is never wholly durable (it once waited for
+//     that, and never ran under load: found by review);
 //   - the state moves only at SnapshotDone, once storage has the snapshot:
 //     until then the dropped records are still readable, and a crash before
 //     it simply decides the drop again;
@@ -27,7 +29,7 @@ func agedOutAtMs(lastAtMs int64, maxAgeMs uint64) int64 {
 // to save the truncation snapshot (Ready.Truncate).
 func (p *Partition) retain() {
 	s := &p.settings
-	if p.truncating != nil || p.lastIndex != p.durableIndex {
+	if p.truncating != nil {
 		return
 	}
 	if s.MaxAgeMs == 0 && s.MaxBytes == 0 && s.MaxRecords == 0 {
@@ -40,8 +42,8 @@ func (p *Partition) retain() {
 	n := 0
 	for n < p.segments.len() {
 		seg := &p.segments.segs[n]
-		if !seg.sealed(&p.cfg) {
-			break // the open segment is never dropped
+		if !seg.sealed(&p.cfg) || seg.lastIndex > p.durableIndex {
+			break // the open segment never goes, nor one not yet durable
 		}
 		over := (s.MaxRecords > 0 && records > s.MaxRecords) ||
 			(s.MaxBytes > 0 && bytes > s.MaxBytes) ||
@@ -76,6 +78,11 @@ func (p *Partition) onSnapshotDone(in *SnapshotDone) {
 	for name, next := range p.cursors {
 		if next < p.oldest {
 			p.cursors[name] = p.oldest // stored cursors are clamped silently
+		}
+	}
+	for name, next := range p.durableCursors {
+		if next < p.oldest {
+			p.durableCursors[name] = p.oldest // as the snapshot says
 		}
 	}
 	for _, id := range p.subOrder {

@@ -48,8 +48,12 @@ func (p *Partition) truncationSnapshot(last *segment) []byte {
 	assertTrue(last.lastIndex <= p.durableIndex, "a truncation snapshot covers durable entries only")
 	// Clamp as SnapshotDone will: the loaded state then equals the live one
 	// after it, and no cursor in the snapshot names a dropped record.
-	cursors := make(map[string]uint64, len(p.cursors))
-	for name, next := range p.cursors {
+	// The durable cursors, not the live ones: a commit after durableIndex
+	// may still be lost by a crash, and the snapshot outlives it. The
+	// durable commits after last.lastIndex replay over it in order and end
+	// at the same values, so replay still equals the durable state.
+	cursors := make(map[string]uint64, len(p.durableCursors))
+	for name, next := range p.durableCursors {
 		cursors[name] = max(next, oldest)
 	}
 	return encodeSnapshot(&snapshotState{epoch: last.lastEpoch, lastIndex: last.lastIndex, settings: p.settings,
@@ -136,6 +140,9 @@ func Load(cfg Config, snapshot []byte, entries []core.Entry) (*Partition, error)
 	}
 	// Everything loaded is durable: storage gave it back after a restart.
 	p.durableIndex = p.lastIndex
+	for name, next := range p.cursors {
+		p.durableCursors[name] = next
+	}
 	p.durableOffsetEnd = p.nextOffset
 	return p, nil
 }

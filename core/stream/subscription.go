@@ -219,6 +219,7 @@ func (p *Partition) flushCommits() {
 		// Each entry owns its cursors: commits is reused next step.
 		batch := append([]core.CursorPos(nil), p.commits[start:end]...)
 		p.appendEntry(core.Entry{Kind: core.EntryCursorCommit, Cursors: batch})
+		p.pendingCommits = append(p.pendingCommits, pendingCommit{index: p.lastIndex, cursors: batch})
 	}
 	p.commits = p.commits[:0]
 	clear(p.commitAt)
