@@ -77,4 +77,3 @@ const (
 	// filter is ignored, so it is handed records that do not match.
 	StreamDeliverUnfiltered = "stream-deliver-unfiltered"
 )
-
