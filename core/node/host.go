@@ -68,27 +68,9 @@ type Host struct {
 	// Inputs the Host feeds its partition, reused: the core keeps none.
 	inTick      core.Tick
 	inPersisted core.Persisted
-	// responses is the unused tail of a block of Responses: a Persisted
-	// answers many publishes, and one allocation per responsesBlockLen
-	// answers replaces one per answer. A handed-out Response is never
-	// written again (its receiver owns it), so sharing a block is safe.
-	responses []Response
-	// answered gathers, during one routeReplies, each session's answers
-	// in their order; flushed as one envelope per session.
-	answered    []sessionAnswers
-	repliesLeft int // replies of the step not routed yet, this one included
+	// answers gathers a step's answers per session (answers.go).
+	answers answerBatch
 }
-
-// sessionAnswers is one session's answers of one routeReplies.
-type sessionAnswers struct {
-	session SessionID
-	items   []Response
-}
-
-// responsesBlockLen is how many Responses one allocation holds.
-// 64 amortises the allocation well below the per-publish cost while a
-// partly used block pins little memory.
-const responsesBlockLen = 64
 
 // hostRefKind says who waits for a reply.
 type hostRefKind uint8
@@ -266,47 +248,18 @@ func (h *Host) stepCore(in core.Input) {
 	h.coreWakeMs = rd.NextWakeMs
 }
 
-// routeReplies answers whoever waits for each reply. A session's answers
-// of one step leave as one envelope (Responses, or a Response when there
-// is one): a Persisted answers a whole round of publishes, and one
-// envelope and one session step per answer cost the broker more than the
-// answers themselves. Nothing else goes to a session while the replies are
-// routed, so the batch keeps its place in the (Host, session) FIFO.
+// routeReplies answers whoever waits for each reply, a session's answers
+// of the step in one envelope (answerBatch).
 func (h *Host) routeReplies(replies []core.Reply) {
 	if len(replies) == 0 {
 		return
 	}
-	assertHold(len(h.answered) == 0, "answers of an earlier step were never sent")
+	h.answers.begin(len(replies))
 	for i := range replies {
-		h.repliesLeft = len(replies) - i
 		h.routeReply(&replies[i])
+		h.answers.next()
 	}
-	for i := range h.answered {
-		a := &h.answered[i]
-		if len(a.items) == 1 {
-			h.send(SessionAddr(a.session), &a.items[0])
-		} else {
-			h.send(SessionAddr(a.session), &Responses{Items: a.items})
-		}
-		// The slice went to the receiver with the envelope: never reuse it.
-		*a = sessionAnswers{}
-	}
-	h.answered = h.answered[:0]
-}
-
-// answer adds one answer to its session's batch of this step.
-func (h *Host) answer(session SessionID, token uint64, r *core.Reply) {
-	// Linear: a step answers few sessions, and the last one most often.
-	for i := len(h.answered) - 1; i >= 0; i-- {
-		if h.answered[i].session == session {
-			h.answered[i].items = append(h.answered[i].items, Response{Token: token, Reply: *r})
-			return
-		}
-	}
-	// Room for every reply left in the step: no doubling series, and in
-	// most steps (one or two sessions answered) no allocation of its own.
-	items := append(h.responseSlots(h.repliesLeft), Response{Token: token, Reply: *r})
-	h.answered = append(h.answered, sessionAnswers{session: session, items: items})
+	h.answers.flush(h.send)
 }
 
 // routeReply answers whoever waits for r: a session (its batch of
@@ -319,7 +272,7 @@ func (h *Host) routeReply(r *core.Reply) {
 	delete(h.refs, r.Ref)
 	switch ref.kind {
 	case refSession:
-		h.answer(ref.session, ref.token, r)
+		h.answers.add(ref.session, ref.token, r)
 	case refDeadLetter:
 		dl := ref.deadLetter
 		assertHold(dl.source != h.queue, "a queue never stores its own dead letters")
@@ -332,23 +285,6 @@ func (h *Host) routeReply(r *core.Reply) {
 			h.send(PartitionAddr(dl.source), &DeadLetterFailed{Offset: dl.offset, Err: r.Err})
 		}
 	}
-}
-
-// responseSlots hands out room for n Responses from the current block (a
-// fresh slice when n is more than a block holds). The room is the
-// receiver's once sent, and never handed out again.
-func (h *Host) responseSlots(n int) []Response {
-	assertHold(n > 0, "room asked for no answer")
-	if n > responsesBlockLen {
-		return make([]Response, 0, n)
-	}
-	if len(h.responses) < n {
-		h.responses = make([]Response, responsesBlockLen)
-	}
-	slots := h.responses[:0:n]
-	h.responses = h.responses[n:]
-	assertHold(slots[:1][0].Token == 0, "a Response of the block was handed out twice")
-	return slots
 }
 
 // routeDelivery adds d to its subscription's envelope of this step.

@@ -45,7 +45,7 @@ type StreamHost struct {
 	coreWakeMs int64
 	rd         Ready
 	grouped    map[uint64]int // SubID -> its StreamDeliveries in rd.Out, this step
-	answered   []sessionAnswers
+	answers    answerBatch    // a step's answers per session (answers.go)
 	carry      bool
 }
 
@@ -170,41 +170,22 @@ func (h *StreamHost) stepCore(in stream.Input) {
 }
 
 // routeReplies answers each waiting session, one envelope per session per
-// step, in reply order (as Host.routeReplies).
+// step, in reply order (answerBatch, as Host.routeReplies).
 func (h *StreamHost) routeReplies(replies []core.Reply) {
 	if len(replies) == 0 {
 		return
 	}
+	h.answers.begin(len(replies))
 	for i := range replies {
 		r := &replies[i]
-		ref, ok := h.refs[r.Ref]
-		if !ok {
-			continue // Ref 0: nobody asked
+		if ref, ok := h.refs[r.Ref]; ok {
+			delete(h.refs, r.Ref)
+			assertHold(ref.kind == refSession, "stream references are sessions'")
+			h.answers.add(ref.session, ref.token, r)
 		}
-		delete(h.refs, r.Ref)
-		assertHold(ref.kind == refSession, "stream references are sessions'")
-		found := false
-		for j := range h.answered {
-			if h.answered[j].session == ref.session {
-				h.answered[j].items = append(h.answered[j].items, Response{Token: ref.token, Reply: *r})
-				found = true
-				break
-			}
-		}
-		if !found {
-			h.answered = append(h.answered, sessionAnswers{session: ref.session, items: []Response{{Token: ref.token, Reply: *r}}})
-		}
+		h.answers.next()
 	}
-	for i := range h.answered {
-		a := &h.answered[i]
-		if len(a.items) == 1 {
-			h.send(SessionAddr(a.session), &a.items[0])
-		} else {
-			h.send(SessionAddr(a.session), &Responses{Items: a.items})
-		}
-		*a = sessionAnswers{}
-	}
-	h.answered = h.answered[:0]
+	h.answers.flush(h.send)
 }
 
 // routeDelivery adds d to its subscription's envelope of this step.
