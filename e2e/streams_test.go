@@ -242,3 +242,61 @@ func TestStreamCursorSurvivesKill(t *testing.T) {
 	}
 	expectRecords(t, sub, "r", 8, 12, true)
 }
+
+// TestStreamRetentionByRecords: a stream bounded by max_records drops whole
+// sealed segments (4,096 records each by default) from its front while it
+// holds more than the bound, and says the same after a restart.
+func TestStreamRetentionByRecords(t *testing.T) {
+	const segment, bound, total = 4096, 4096, 3*4096 + 100
+	s := startServer(t, t.TempDir())
+	c := dial(t, s, client.TransportTCP)
+	ctx := ctxT(t)
+	if _, err := c.DeclarePlexus(ctx, client.NewStreamConfig("bounded").MaxRecords(bound)); err != nil {
+		t.Fatal(err)
+	}
+	pub := c.Publisher("bounded")
+	var pending []*client.Confirmation
+	for i := 0; i < total; i++ {
+		conf, err := pub.PublishWithConfirmation(ctx, client.Text(fmt.Sprintf("r-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending = append(pending, conf)
+		if len(pending) == 512 || i == total-1 {
+			for _, p := range pending {
+				if _, err := p.Wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pending = pending[:0]
+		}
+	}
+	oldest := func(c *client.Client) uint64 {
+		t.Helper()
+		var first uint64
+		// Retention runs as its rounds become durable: the first record an
+		// earliest reader gets moves to a segment boundary.
+		eventually(t, 10_000, 100, func() bool {
+			sub, err := c.SubscribeStream(ctx, "bounded", client.StreamOptions{Start: client.StartEarliest()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			d := nextRecord(t, sub, 5*time.Second)
+			first = d.Offset
+			return first > 0
+		})
+		return first
+	}
+	first := oldest(c)
+	// max_records keeps at most the bound, in whole segments: as many front
+	// segments go as the bound needs, and not one more.
+	if first%segment != 0 || total-first > bound || total-(first-segment) <= bound {
+		t.Fatalf("oldest retained offset %d of %d records: want the segment boundary that leaves at most %d, dropping no more than needed",
+			first, total, bound)
+	}
+	s.restart()
+	if again := oldest(dial(t, s, client.TransportQUIC)); again < first {
+		t.Fatalf("after a restart the oldest retained offset went back from %d to %d", first, again)
+	}
+}
