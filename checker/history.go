@@ -76,6 +76,10 @@ const (
 	KindStreamClientSub     // client: SUBSCRIBE_OK of a stream subscription (Sub, Text = durable name)
 	KindStreamClientDeliver // client: a stream DELIVER (Sub, Offset, Tag, MsgID)
 	KindStreamFinal         // end of a drained run: a stream partition's next offset (Offset)
+	// Appended for retention and the speculative flag (item 8).
+	KindStreamTruncate     // node: retention asked storage to drop the log up to Index (Ready Snapshot of a StreamHost)
+	KindStreamSnapshotDone // node: that truncation applied (Index = up-to index, Offset = the new oldest offset)
+	KindStreamDurable      // node: the partition's durable index moved (Index), recorded before the step's deliveries
 	kindCount
 )
 
@@ -93,6 +97,7 @@ var kindNames = [...]string{
 	KindStreamSubEnd: "stream_sub_end", KindStreamDeliver: "stream_deliver", KindStreamNotice: "stream_notice",
 	KindStreamCommit: "stream_commit", KindStreamRecover: "stream_recover", KindStreamClientSub: "stream_client_sub",
 	KindStreamClientDeliver: "stream_client_deliver", KindStreamFinal: "stream_final",
+	KindStreamTruncate: "stream_truncate", KindStreamSnapshotDone: "stream_snapshot_done", KindStreamDurable: "stream_durable",
 }
 
 func (k Kind) String() string {
@@ -190,6 +195,12 @@ type Event struct {
 	WantHash string `json:"want_hash,omitempty"`
 
 	Text string `json:"text,omitempty"` // faults, phases, notes
+
+	// Streams: a record's payload bytes (KindStreamRecord; its publish time
+	// is AtMs2); a delivery flagged speculative (node: the core's flag;
+	// client: the DELIVER carried fibril.speculative: 1).
+	Bytes       uint64 `json:"bytes,omitempty"`
+	Speculative bool   `json:"speculative,omitempty"`
 }
 
 // Header is one message header (a copy of core.Header, kept here so the file
@@ -214,6 +225,10 @@ type QueueSpec struct {
 	// are unused.
 	Stream bool  `json:"stream,omitempty"`
 	Tier   uint8 `json:"tier,omitempty"`
+	// A stream's retention bounds (0 = unbounded).
+	MaxRecords uint64 `json:"max_records,omitempty"`
+	MaxBytes   uint64 `json:"max_bytes,omitempty"`
+	MaxAgeMs   uint64 `json:"max_age_ms,omitempty"`
 }
 
 // PartitionSpec is one partition of one queue; events name it by index+1.
@@ -238,6 +253,11 @@ type Meta struct {
 	Replay      string          `json:"replay"` // the command that replays this run
 	// ReconnectGraceMs is the brokers' reconnect grace (node-core runs).
 	ReconnectGraceMs int64 `json:"reconnect_grace_ms,omitempty"`
+	// StreamSegmentRecordsMax and StreamSegmentBytesMax seal a stream
+	// segment (the brokers' stream partition config; 0 = not recorded, and
+	// the retention checks of item 8 stay off).
+	StreamSegmentRecordsMax uint64 `json:"stream_segment_records_max,omitempty"`
+	StreamSegmentBytesMax   uint64 `json:"stream_segment_bytes_max,omitempty"`
 }
 
 // FormatVersion names the history file format.

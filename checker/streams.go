@@ -30,11 +30,18 @@ import (
 //   - nothing confirmed is missing after a crash in the durable and
 //     speculative tiers (the ephemeral tier may lose unsynced records);
 //   - at the end of a drained run every live subscription has seen every
-//     matching record.
+//     matching record;
+//   - retention drops only whole sealed segments while a bound is crossed,
+//     eventually keeps within its bounds, and the speculative flag is set
+//     exactly on speculative-tier records handed out before durable
+//     (streams_retention.go).
 
 type streamRecord struct {
 	msgID   uint64
 	headers []Header
+	index   uint64 // log index
+	bytes   uint64 // payload bytes
+	atMs    int64  // publish time
 }
 
 type streamSubKey struct {
@@ -51,6 +58,7 @@ type nodeStreamSub struct {
 	filter    []Header
 	next      uint64   // the next offset it may be handed
 	delivered []uint64 // offsets handed out, in order (the client's prefix is checked against it)
+	spec      []bool   // the speculative flag of each
 }
 
 type clientStreamSub struct {
@@ -81,14 +89,20 @@ type streamChecker struct {
 	commits  map[cursorKey][]commitMark
 	received map[cursorKey]uint64 // one past the highest offset a client of the name received
 	seenRec  map[cursorKey]bool   // names a recovery just reported
-	v        []Violation
+	// Retention (streams_retention.go): the oldest retained offset, the
+	// truncation pending, the durable index, per partition.
+	oldest  map[int]uint64
+	pending map[int]*pendingTruncation
+	durable map[int]uint64
+	v       []Violation
 }
 
 func newStreamChecker(h *History) *streamChecker {
 	return &streamChecker{h: h, logs: map[int][]streamRecord{}, confirm: map[int]map[uint64]uint64{},
 		epoch: map[uint32]int{}, subs: map[streamSubKey]*nodeStreamSub{}, byID: map[[2]uint64]*nodeStreamSub{},
 		clients: map[[2]uint64]*clientStreamSub{}, cursor: map[cursorKey]uint64{}, commits: map[cursorKey][]commitMark{},
-		received: map[cursorKey]uint64{}, seenRec: map[cursorKey]bool{}}
+		received: map[cursorKey]uint64{}, seenRec: map[cursorKey]bool{},
+		oldest: map[int]uint64{}, pending: map[int]*pendingTruncation{}, durable: map[int]uint64{}}
 }
 
 func (c *streamChecker) fail(check string, e *Event, subject, format string, args ...any) {
@@ -120,6 +134,7 @@ func (c *streamChecker) run() []Violation {
 		case KindStreamDeliver:
 			c.onDeliver(e)
 		case KindStreamNotice:
+			c.onNotice(e)
 			if s := c.subs[c.subKey(e)]; s != nil && e.Index2 > s.next {
 				s.next = e.Index2
 			}
@@ -131,6 +146,13 @@ func (c *streamChecker) run() []Violation {
 			c.onClientDeliver(e)
 		case KindStreamFinal:
 			c.onFinal(e)
+			c.onFinalRetention(e)
+		case KindStreamTruncate:
+			c.onTruncate(e)
+		case KindStreamSnapshotDone:
+			c.onSnapshotDone(e)
+		case KindStreamDurable:
+			c.durable[e.Part] = e.Index
 		}
 	}
 	return c.v
@@ -158,7 +180,7 @@ func (c *streamChecker) onRecord(e *Event) {
 			log = log[:e.Offset]
 		}
 	}
-	c.logs[e.Part] = append(log, streamRecord{msgID: e.MsgID, headers: e.Headers})
+	c.logs[e.Part] = append(log, streamRecord{msgID: e.MsgID, headers: e.Headers, index: e.Index, bytes: e.Bytes, atMs: e.AtMs2})
 }
 
 func (c *streamChecker) onConfirm(e *Event) {
@@ -195,6 +217,7 @@ func (c *streamChecker) onRecover(e *Event) {
 			delete(c.confirm[e.Part], o)
 		}
 	}
+	c.onRecoverOldest(e)
 	if log := c.logs[e.Part]; uint64(len(log)) > e.Offset {
 		c.logs[e.Part] = log[:e.Offset]
 	} else if uint64(len(log)) < e.Offset {
@@ -309,8 +332,10 @@ func (c *streamChecker) onDeliver(e *Event) {
 	if rec := log[e.Offset]; rec.msgID != e.MsgID {
 		c.fail("order", e, subject, "offset %d handed out as msg %d, but the log holds msg %d there", e.Offset, e.MsgID, rec.msgID)
 	}
+	c.speculativeOK(e, subject)
 	s.next = e.Offset + 1
 	s.delivered = append(s.delivered, e.Offset)
+	s.spec = append(s.spec, e.Speculative)
 }
 
 func (c *streamChecker) onClientSub(e *Event) {
@@ -324,6 +349,9 @@ func (c *streamChecker) onClientDeliver(e *Event) {
 		return // a DELIVER of a subscription the client no longer holds
 	}
 	subject := fmt.Sprintf("client %d %s sub %d", e.Client, c.h.PartName(e.Part), e.Sub)
+	if tier := c.h.QueueOf(e.Part).Tier; e.Speculative && tier != core.TierSpeculative {
+		c.fail("speculative", e, subject, "DELIVER of offset %d carries fibril.speculative on a tier-%d stream", e.Offset, tier)
+	}
 	if e.Tag != e.Offset {
 		c.fail("tag", e, subject, "tag %d for offset %d: a stream's tag is its offset", e.Tag, e.Offset)
 	}
@@ -340,6 +368,10 @@ func (c *streamChecker) onClientDeliver(e *Event) {
 					break
 				}
 			}
+		}
+		if cs.pos < len(s.spec) && s.delivered[cs.pos] == e.Offset && s.spec[cs.pos] != e.Speculative {
+			c.fail("speculative", e, subject, "DELIVER of offset %d with fibril.speculative=%v, but the partition handed it out with speculative=%v",
+				e.Offset, e.Speculative, s.spec[cs.pos])
 		}
 		cs.pos++
 	}

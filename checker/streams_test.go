@@ -164,3 +164,101 @@ func TestStreamFilterGlob(t *testing.T) {
 		t.Errorf("an empty filter matches everything")
 	}
 }
+
+// Retention histories: segments of 4 records; quotes/0 (partition 3) is a
+// speculative-tier stream with max_records 6.
+func newRetentionBuilder(maxRecords, maxBytes, maxAgeMs uint64) *builder {
+	b := newStreamBuilder()
+	b.h.Meta.StreamSegmentRecordsMax, b.h.Meta.StreamSegmentBytesMax = 4, 1000
+	b.h.Meta.Queues[0].MaxRecords, b.h.Meta.Queues[0].MaxBytes, b.h.Meta.Queues[0].MaxAgeMs = maxRecords, maxBytes, maxAgeMs
+	b.h.Meta.Queues = append(b.h.Meta.Queues, QueueSpec{Topic: "quotes", Partitions: 1, Stream: true, Tier: core.TierSpeculative})
+	b.h.Meta.Partitions = append(b.h.Meta.Partitions, PartitionSpec{Queue: 2, Topic: "quotes"})
+	return b
+}
+
+const quotes = 3
+
+// sized appends n records of 10 payload bytes each, published at atMs.
+func (b *builder) sized(part int, from, n uint64, atMs int64) *builder {
+	for o := from; o < from+n; o++ {
+		b.add(Event{Kind: KindStreamRecord, Node: 1, Part: part, Offset: o, Index: o + 2, MsgID: o + 1, Bytes: 10, AtMs2: atMs,
+			Headers: []Header{{Key: "k", Value: "a"}}})
+	}
+	return b
+}
+
+func (b *builder) durableAt(part int, index uint64) *builder {
+	return b.add(Event{Kind: KindStreamDurable, Node: 1, Part: part, Index: index})
+}
+
+func TestStreamRetentionChecks(t *testing.T) {
+	truncate := func(upTo uint64, nowMs int64) Event {
+		return Event{Kind: KindStreamTruncate, Node: 1, Part: ticks, Index: upTo, NowMs: nowMs}
+	}
+	done := func(upTo, oldest uint64) Event {
+		return Event{Kind: KindStreamSnapshotDone, Node: 1, Part: ticks, Index: upTo, Offset: oldest}
+	}
+	final := func(next uint64, nowMs int64) Event {
+		return Event{Kind: KindStreamFinal, Node: 1, Part: ticks, Offset: next, NowMs: nowMs}
+	}
+	// 10 records at offsets 0..9 (indexes 2..11): segments [0,3] [4,7] [8,9].
+	ten := func(maxRecords, maxBytes, maxAgeMs uint64) *builder {
+		return newRetentionBuilder(maxRecords, maxBytes, maxAgeMs).sized(ticks, 0, 10, 100).durableAt(ticks, 11)
+	}
+	wantStream(t, "records bound crossed", ten(5, 0, 0).add(truncate(5, 200)).add(done(5, 4)).
+		add(Event{Kind: KindStreamNotice, Node: 1, Part: ticks, Sub: 7, Offset: 1, Index2: 4}).add(final(10, 300)), "")
+	wantStream(t, "records bound: two segments in one go", ten(2, 0, 0).add(truncate(9, 200)).add(done(9, 8)).add(final(10, 300)), "")
+	wantStream(t, "bytes bound crossed", ten(0, 60, 0).add(truncate(5, 200)).add(done(5, 4)).add(final(10, 300)), "")
+	wantStream(t, "age bound crossed", ten(0, 0, 50).add(truncate(5, 151)).add(done(5, 4)).add(final(10, 151)), "")
+	wantStream(t, "a retry asks again", ten(5, 0, 0).add(truncate(5, 200)).add(truncate(5, 300)).add(done(5, 4)), "")
+
+	wantStream(t, "records bound not crossed", ten(10, 0, 0).add(truncate(5, 200)), "retention")
+	wantStream(t, "second segment not over", ten(7, 0, 0).add(truncate(9, 200)), "retention")
+	wantStream(t, "age bound not yet crossed", ten(0, 0, 50).add(truncate(5, 150)), "retention")
+	wantStream(t, "unbounded never truncates", ten(0, 0, 0).add(truncate(5, 200)), "retention")
+	wantStream(t, "part of a segment", ten(5, 0, 0).add(truncate(4, 200)), "retention")
+	wantStream(t, "the open segment", newRetentionBuilder(1, 0, 0).sized(ticks, 0, 3, 100).durableAt(ticks, 4).add(truncate(4, 200)), "retention")
+	wantStream(t, "not durable", newRetentionBuilder(1, 0, 0).sized(ticks, 0, 10, 100).durableAt(ticks, 4).add(truncate(5, 200)), "retention")
+	wantStream(t, "oldest moves unasked", ten(5, 0, 0).add(done(5, 4)), "retention")
+	wantStream(t, "applied to the wrong oldest", ten(5, 0, 0).add(truncate(5, 200)).add(done(5, 3)), "retention")
+	wantStream(t, "clamp with no truncation", ten(5, 0, 0).add(Event{Kind: KindStreamNotice, Node: 1, Part: ticks, Sub: 7, Offset: 1, Index2: 4}), "retention")
+
+	crash := func(b *builder, oldest uint64) *builder {
+		return b.add(Event{Kind: KindCrash, Node: 1}).add(Event{Kind: KindStreamRecover, Node: 1, Part: ticks, Offset: 10, Index: 11, Index2: oldest})
+	}
+	wantStream(t, "pending truncation saved before the crash", crash(ten(5, 0, 0).add(truncate(5, 200)), 4).add(final(10, 300)), "")
+	wantStream(t, "pending truncation lost in the crash, redone", crash(ten(5, 0, 0).add(truncate(5, 200)), 0).
+		add(truncate(5, 400)).add(done(5, 4)).add(final(10, 500)), "")
+	wantStream(t, "recovery drops past the pending truncation", crash(ten(5, 0, 0).add(truncate(5, 200)), 8), "retention")
+	wantStream(t, "recovery drops unasked", crash(ten(5, 0, 0), 4), "retention")
+
+	// Liveness: at the end, beyond the newest two segments the bounds hold.
+	wantStream(t, "never retained", ten(2, 0, 0).add(final(10, 300)), "retention_liveness")
+	wantStream(t, "bytes never retained", ten(0, 30, 0).add(final(10, 300)), "retention_liveness")
+	wantStream(t, "aged out, never retained", ten(0, 0, 50).add(final(10, 300)), "retention_liveness")
+	wantStream(t, "within two segments", ten(2, 0, 0).add(truncate(5, 200)).add(done(5, 4)).add(final(10, 300)), "")
+	wantStream(t, "pending at the end counts as done", ten(2, 0, 0).add(truncate(5, 200)).add(final(10, 300)), "")
+	wantStream(t, "no segment limits recorded: off", newStreamBuilder().sized(ticks, 0, 10, 100).add(truncate(5, 200)), "")
+}
+
+func TestStreamSpeculativeChecks(t *testing.T) {
+	spec := func(part int, durable uint64, flag, clientFlag bool) *builder {
+		b := newRetentionBuilder(0, 0, 0).records(part, 0, 2).durableAt(part, durable).
+			add(Event{Kind: KindStreamSubStart, Node: 1, Part: part, Sub: 7, Offset: 0}).
+			add(Event{Kind: KindStreamClientSub, Client: 5, Part: part, Sub: 7}).
+			add(Event{Kind: KindStreamDeliver, Node: 1, Part: part, Sub: 7, Offset: 1, MsgID: 2, Speculative: flag})
+		b.h.Events[len(b.h.Events)-1].Offset = 0
+		b.h.Events[len(b.h.Events)-1].MsgID = 1
+		return b.add(Event{Kind: KindStreamClientDeliver, Client: 5, Part: part, Sub: 7, Offset: 0, Tag: 0, MsgID: 1, Speculative: clientFlag})
+	}
+	// Offset 0 is at index 2.
+	wantStream(t, "speculative before durable", spec(quotes, 1, true, true), "")
+	wantStream(t, "plain once durable", spec(quotes, 2, false, false), "")
+	wantStream(t, "flag missing before durable", spec(quotes, 1, false, false), "speculative")
+	wantStream(t, "flag after durable", spec(quotes, 2, true, true), "speculative")
+	wantStream(t, "header lost on the way", spec(quotes, 1, true, false), "speculative")
+	wantStream(t, "header added on the way", spec(quotes, 2, false, true), "speculative")
+	wantStream(t, "durable tier plain", spec(ticks, 2, false, false), "")
+	wantStream(t, "flag on the durable tier", spec(ticks, 2, true, true), "speculative")
+	wantStream(t, "header on the ephemeral tier", spec(pulse, 1, false, true), "speculative")
+}

@@ -76,4 +76,11 @@ const (
 	// StreamDeliverUnfiltered (core/stream/serve.go): a subscription's
 	// filter is ignored, so it is handed records that do not match.
 	StreamDeliverUnfiltered = "stream-deliver-unfiltered"
+	// StreamNoRetention (core/stream/retention.go): retain never runs, so
+	// a stream keeps every record past its bounds.
+	StreamNoRetention = "stream-no-retention"
+	// StreamSpeculativeFlagLost (simulator driver): the speculative flag
+	// of a StreamDeliveries batch is cleared on its way to the session, so
+	// its DELIVERs lack fibril.speculative: 1.
+	StreamSpeculativeFlagLost = "stream-speculative-flag-lost"
 )

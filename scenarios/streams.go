@@ -20,8 +20,8 @@ import (
 func Streams() *sim.Scenario {
 	s := base("streams", "streams: durable/speculative/ephemeral tiers, filters, slow readers, reconnects, crashes, power loss, retention")
 	s.Streams = []sim.StreamConfig{
-		{Topic: "ticks", Partitions: 2, Tier: core.TierDurable, MaxRecords: 120},
-		{Topic: "quotes", Partitions: 1, Tier: core.TierSpeculative, MaxBytes: 6000},
+		{Topic: "ticks", Partitions: 2, Tier: core.TierDurable, MaxRecords: 60},
+		{Topic: "quotes", Partitions: 1, Tier: core.TierSpeculative, MaxBytes: 1500},
 		{Topic: "pulse", Partitions: 1, Tier: core.TierEphemeral, MaxAgeMs: 1500},
 	}
 	w := &s.Workload

@@ -55,6 +55,8 @@ type streamShadow struct {
 	// maxAtMs is the latest publish time a record of the partition was
 	// stamped with (the clock floor at the next load, see loadStream).
 	maxAtMs int64
+	// durableRec is the durable index last recorded (KindStreamDurable).
+	durableRec uint64
 }
 
 func (b *Broker) streamShadowOf(q core.QueueID) *streamShadow {
@@ -110,6 +112,7 @@ func (b *Broker) stepStream(sh *brokerStreamHost, in node.Input, trigger string)
 	}
 	b.stats.Steps++
 	sh.coreNowMs = max(sh.coreNowMs, b.nowMs())
+	oldestBefore := sh.m.Partition().Oldest()
 	rd := sh.m.Step(in)
 	if b.w.checkInvariants {
 		if err := sh.m.CheckInvariants(); err != nil {
@@ -117,7 +120,7 @@ func (b *Broker) stepStream(sh *brokerStreamHost, in node.Input, trigger string)
 			return
 		}
 	}
-	b.recordStreamEffects(sh, rd)
+	b.recordStreamEffects(sh, rd, in, oldestBefore)
 	b.apply(node.PartitionAddr(sh.queue), rd, nil, sh)
 	b.scheduleWake(&sh.wake, rd.WakeMs, func() {
 		if b.streams[sh.queue] == sh {
@@ -180,6 +183,10 @@ func (b *Broker) routeStreamDeliveries(env node.Envelope) {
 	}
 	for i := range ds.Items {
 		assert(ds.Items[i].Body == nil || !ds.Items[i].Body.IsStored(), "stream records reach sessions with their payloads")
+		if mutant.On(mutant.StreamSpeculativeFlagLost) {
+			// Broken on purpose: the record reaches the session unflagged.
+			ds.Items[i].Speculative = false
+		}
 	}
 	if n := len(ds.Items); n >= 3 {
 		switch {

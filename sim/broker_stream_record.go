@@ -12,7 +12,9 @@ import (
 // What the driver records of a StreamHost's steps for the checker
 // (checker/streams.go, DESIGN.md item 8). Invariants:
 //   - a step's events are recorded in an order the checker can judge
-//     without knowing the core: records appended, then a subscription the
+//     without knowing the core: an applied truncation (SnapshotDone, with
+//     the new oldest offset), records appended (payload bytes, publish
+//     time), the durable index if it moved, a truncation asked for, then a subscription the
 //     step took, deliveries, clamp notices, cursor commits (an auto-ack
 //     commit follows the delivery it commits), confirms, and last the
 //     subscriptions the step ended;
@@ -29,19 +31,43 @@ func (b *Broker) noteStreamRequest(sh *brokerStreamHost, msg node.Message) {
 	}
 }
 
-func (b *Broker) recordStreamEffects(sh *brokerStreamHost, rd *node.Ready) {
+func (b *Broker) recordStreamEffects(sh *brokerStreamHost, rd *node.Ready, in node.Input, oldestBefore uint64) {
 	ss, rec := sh.shadow, b.w.rec
 	base := checker.Event{Node: b.id, Part: ss.part, NowMs: sh.coreNowMs}
+	p := sh.m.Partition()
+	if p.Oldest() != oldestBefore {
+		// Only an applied truncation moves the oldest record.
+		ev := base
+		ev.Kind, ev.Offset = checker.KindStreamSnapshotDone, p.Oldest()
+		if sd, ok := in.(*node.SnapshotDone); ok {
+			ev.Index = sd.Index
+		}
+		rec.add(ev)
+	}
 	for i := range rd.PersistEntries {
 		e := &rd.PersistEntries[i]
 		if e.Kind == core.EntryStreamRecord {
 			ev := base
 			ev.Kind, ev.Offset, ev.Index, ev.MsgID, ev.Headers = checker.KindStreamRecord, e.Offset, e.Index, bodyMsgID(e.Body), dlqHeaders(e.Body)
+			if e.Body != nil {
+				ev.Bytes = uint64(len(e.Body.Payload))
+			}
+			ev.AtMs2 = e.AtMs
 			rec.add(ev)
 			ss.maxAtMs = max(ss.maxAtMs, e.AtMs)
 		}
 	}
-	p := sh.m.Partition()
+	if d := p.DurableIndex(); d != ss.durableRec {
+		ev := base
+		ev.Kind, ev.Index = checker.KindStreamDurable, d
+		rec.add(ev)
+		ss.durableRec = d
+	}
+	if rd.Snapshot != nil {
+		ev := base
+		ev.Kind, ev.Index = checker.KindStreamTruncate, rd.Snapshot.Index
+		rec.add(ev)
+	}
 	var confirms []uint64
 	subscribed, start := false, uint64(0)
 	for i := range rd.Out {
@@ -88,7 +114,7 @@ func (b *Broker) recordStreamEffects(sh *brokerStreamHost, rd *node.Ready) {
 			for j := range m.Items {
 				d := &m.Items[j]
 				ev := base
-				ev.Kind, ev.Sub, ev.Offset, ev.MsgID = checker.KindStreamDeliver, m.SubID, d.Offset, bodyMsgID(d.Body)
+				ev.Kind, ev.Sub, ev.Offset, ev.MsgID, ev.Speculative = checker.KindStreamDeliver, m.SubID, d.Offset, bodyMsgID(d.Body), d.Speculative
 				rec.add(ev)
 				b.w.stats.Deliveries++
 			}
@@ -138,5 +164,9 @@ func (b *Broker) recordStreamRecovery(ss *streamShadow, p *stream.Partition) {
 	ev := base
 	ev.Kind, ev.Offset, ev.Index, ev.Index2 = checker.KindStreamRecover, p.NextOffset(), p.LastIndex(), p.Oldest()
 	b.w.rec.add(ev)
+	ev = base
+	ev.Kind, ev.Index = checker.KindStreamDurable, p.DurableIndex()
+	b.w.rec.add(ev)
+	ss.durableRec = p.DurableIndex()
 	ss.appended, ss.synced = p.LastIndex(), p.LastIndex()
 }

@@ -20,8 +20,11 @@ package sim_test
 // the simulator's own stream driver (sim/broker_stream.go), for DESIGN.md
 // item 8: stream entries reported Persisted when handed to storage
 // (StreamPersistedOnSubmit), a record lost from a StreamDeliveries batch
-// on its way to the session (StreamDropDelivery), and two records of a
-// batch swapped (StreamReorderDeliveries).
+// on its way to the session (StreamDropDelivery), two records of a
+// batch swapped (StreamReorderDeliveries), and the speculative flag
+// cleared on the way to the session (StreamSpeculativeFlagLost); a one-line
+// hook in core/stream/retention.go retain() makes retention never run
+// (StreamNoRetention, caught by retention_liveness).
 
 import (
 	"fmt"
@@ -57,6 +60,8 @@ func mutants() []brokenVariant {
 		{name: "stream-reorder-deliveries", active: mutant.StreamReorderDeliveries},
 		{name: "stream-cursor-skip", active: mutant.StreamCursorSkip},
 		{name: "stream-deliver-unfiltered", active: mutant.StreamDeliverUnfiltered},
+		{name: "stream-no-retention", active: mutant.StreamNoRetention},
+		{name: "stream-speculative-flag-lost", active: mutant.StreamSpeculativeFlagLost},
 		{name: "confirm-before-durable", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &confirmEarly{Partition: p, early: map[uint64]bool{}}
 		}},

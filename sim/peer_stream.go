@@ -173,14 +173,17 @@ func (p *Peer) onStreamDeliver(m wire.Deliver) {
 	if s == nil {
 		return // a subscription this client no longer holds
 	}
-	msgID := uint64(0)
+	msgID, speculative := uint64(0), false
 	for _, h := range m.Headers {
-		if h.Key == headerMsgID {
+		switch h.Key {
+		case headerMsgID:
 			msgID, _ = strconv.ParseUint(h.Value, 10, 64)
+		case wire.HeaderSpeculative:
+			speculative = speculative || h.Value == "1"
 		}
 	}
 	p.w.rec.add(checker.Event{Kind: checker.KindStreamClientDeliver, Client: p.id, Part: s.spec.part, Sub: m.SubID,
-		Offset: m.Offset, Tag: m.DeliveryTag, MsgID: msgID})
+		Offset: m.Offset, Tag: m.DeliveryTag, MsgID: msgID, Speculative: speculative})
 	p.w.stats.ClientOps++
 	sw := &p.w.scenario.Workload.Stream
 	safety := p.w.phase == phaseSafety

@@ -44,7 +44,12 @@ func durableName(i, j int) string { return fmt.Sprintf("c%d-%d", i, j) }
 func (w *World) streamMeta(m *checker.Meta) {
 	sc := w.scenario
 	for _, st := range sc.Streams {
-		m.Queues = append(m.Queues, checker.QueueSpec{Topic: st.Topic, Partitions: st.Partitions, Stream: true, Tier: st.Tier})
+		m.Queues = append(m.Queues, checker.QueueSpec{Topic: st.Topic, Partitions: st.Partitions, Stream: true, Tier: st.Tier,
+			MaxRecords: st.MaxRecords, MaxBytes: st.MaxBytes, MaxAgeMs: st.MaxAgeMs})
+	}
+	if len(sc.Streams) > 0 {
+		cfg := w.nodeConfig().StreamPartition
+		m.StreamSegmentRecordsMax, m.StreamSegmentBytesMax = cfg.SegmentRecordsMax, cfg.SegmentBytesMax
 	}
 	for _, spec := range w.streamCat {
 		m.Partitions = append(m.Partitions, checker.PartitionSpec{Queue: len(sc.Queues) + spec.idx,

@@ -1,6 +1,10 @@
 package stream
 
-import "math"
+import (
+	"math"
+
+	"github.com/fibril-go/fibril/mutant"
+)
 
 // Retention (docs/streams.md "Segments"). Invariants:
 //   - only whole sealed segments are dropped, oldest first, and only while a
@@ -28,6 +32,9 @@ func agedOutAtMs(lastAtMs int64, maxAgeMs uint64) int64 {
 // retain decides whether front segments must go and, if so, asks storage
 // to save the truncation snapshot (Ready.Truncate).
 func (p *Partition) retain() {
+	if mutant.On(mutant.StreamNoRetention) {
+		return
+	}
 	s := &p.settings
 	if p.truncating != nil {
 		return
