@@ -79,6 +79,9 @@ const (
 	// StreamNoRetention (core/stream/retention.go): retain never runs, so
 	// a stream keeps every record past its bounds.
 	StreamNoRetention = "stream-no-retention"
+	// StreamEagerRetention (core/stream/retention.go): retain drops every
+	// sealed durable segment, whether a bound asks for it or not.
+	StreamEagerRetention = "stream-eager-retention"
 	// StreamSpeculativeFlagLost (simulator driver): the speculative flag
 	// of a StreamDeliveries batch is cleared on its way to the session, so
 	// its DELIVERs lack fibril.speculative: 1.

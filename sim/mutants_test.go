@@ -61,6 +61,7 @@ func mutants() []brokenVariant {
 		{name: "stream-cursor-skip", active: mutant.StreamCursorSkip},
 		{name: "stream-deliver-unfiltered", active: mutant.StreamDeliverUnfiltered},
 		{name: "stream-no-retention", active: mutant.StreamNoRetention},
+		{name: "stream-eager-retention", active: mutant.StreamEagerRetention},
 		{name: "stream-speculative-flag-lost", active: mutant.StreamSpeculativeFlagLost},
 		{name: "confirm-before-durable", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &confirmEarly{Partition: p, early: map[uint64]bool{}}

@@ -55,7 +55,7 @@ func (p *Partition) retain() {
 		over := (s.MaxRecords > 0 && records > s.MaxRecords) ||
 			(s.MaxBytes > 0 && bytes > s.MaxBytes) ||
 			(s.MaxAgeMs > 0 && p.nowMs >= agedOutAtMs(seg.lastAtMs, s.MaxAgeMs))
-		if !over {
+		if !over && !mutant.On(mutant.StreamEagerRetention) { // the mutant drops what no bound asks
 			break
 		}
 		records -= seg.records()
