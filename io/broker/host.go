@@ -285,14 +285,15 @@ func (r *hostRunner) step(in node.Input, nowMs int64) bool {
 		r.durableIndex = persisted.UpToIndex
 		persisted.ResidentTotalBytes = r.b.metrics.residentPayloadBytes.Load()
 	}
+	if done, ok := in.(*node.SnapshotDone); ok {
+		// Before the step: the Host may ask for its next snapshot in it.
+		r.snapshotSaved(done)
+	}
 	rd := r.h.Step(in)
 	recycle(in, &r.deliver)
 	if !r.apply(rd) {
 		r.halt()
 		return false
-	}
-	if persisted != nil {
-		r.snapshotIfDurable()
 	}
 	r.arm(rd.WakeMs, nowMs)
 	return true
@@ -438,33 +439,34 @@ func (r *hostRunner) loaded(body *core.Body) (*core.Body, bool) {
 }
 
 // requestSnapshot hands a snapshot to the Committer, which writes it once
-// every entry up to its index is durable.
+// every entry up to its index is durable, and reports it done only once it
+// is written (a stream's retention moves its state at SnapshotDone: reported
+// when the index was merely durable, a crash before the write brought back
+// dropped records).
 func (r *hostRunner) requestSnapshot(req *node.SnapshotRequest) {
 	assertTrue(r.snapshotIndex == 0, "one snapshot in flight per partition")
 	data := append([]byte(nil), req.Data...)
-	if err := r.committer.SaveSnapshot(req.Index, data, req.KeepBlobsFrom); err != nil {
-		r.push(&node.SnapshotDone{Index: req.Index, Err: err})
+	index := req.Index
+	saved := func() { r.push(&node.SnapshotDone{Index: index}) }
+	if err := r.committer.SaveSnapshot(index, data, req.KeepBlobsFrom, saved); err != nil {
+		r.push(&node.SnapshotDone{Index: index, Err: err})
 		return
 	}
-	r.snapshotIndex, r.snapshotKeep = req.Index, req.KeepBlobsFrom
-	r.snapshotIfDurable()
+	r.snapshotIndex, r.snapshotKeep = index, req.KeepBlobsFrom
 }
 
-// snapshotIfDurable reports the pending snapshot done once its index is
-// durable: the Committer saves it right after that round's fsync, and a
-// failure to save it comes back as a storage failure (fatal).
-func (r *hostRunner) snapshotIfDurable() {
-	if r.snapshotIndex == 0 || r.durableIndex < r.snapshotIndex {
+// snapshotSaved: the pending snapshot is written; the files it removed
+// (blob files below keep, all covered ones when keep is 0) go from the
+// payload reader too, whose handles would keep their blocks.
+func (r *hostRunner) snapshotSaved(done *node.SnapshotDone) {
+	if done.Err != nil || r.snapshotIndex == 0 || done.Index != r.snapshotIndex {
 		return
 	}
-	// The snapshot removes the blob files below keep (all covered ones when
-	// keep is 0): let go of our handles, which would keep their blocks.
 	keep := r.snapshotKeep
 	if keep == 0 {
 		keep = math.MaxUint64
 	}
 	r.payloads.Forget(keep)
-	r.push(&node.SnapshotDone{Index: r.snapshotIndex})
 	r.snapshotIndex, r.snapshotKeep = 0, 0
 }
 

@@ -39,6 +39,10 @@ type Stats struct {
 type Committer struct {
 	log       *Log
 	onDurable func(upToIndex uint64, stored []StoredPayload, err error)
+	// snapshotSaved is the callback of the pending snapshot request (index
+	// snapshotSavedIndex), under mu.
+	snapshotSaved      func()
+	snapshotSavedIndex uint64
 	// report is onDurable for a good round, made once (no closure per round).
 	report func(upTo uint64, stored []StoredPayload, stats storage.RoundStats)
 	start  time.Time // the planner's clock is time since start
@@ -187,7 +191,14 @@ func (c *Committer) Submit(entries []core.Entry) error {
 // the log (Log.SaveSnapshot, which says what keepBlobsFrom keeps). It
 // returns at once; an I/O error comes through onDurable. index must be
 // submitted already, and after the last request.
-func (c *Committer) SaveSnapshot(index uint64, data []byte, keepBlobsFrom uint64) error {
+//
+// saved (nil: none) runs on the writer goroutine once the snapshot is
+// written, under onDurable's rules. A caller whose state moves at the
+// snapshot (a stream's retention) must wait for it: the index being durable
+// is not enough, since the snapshot is written after that round's report,
+// or in a later round when its index was durable already, and a crash in
+// between loses it (found by the stream retention test over SIGKILL).
+func (c *Committer) SaveSnapshot(index uint64, data []byte, keepBlobsFrom uint64, saved func()) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
@@ -199,6 +210,9 @@ func (c *Committer) SaveSnapshot(index uint64, data []byte, keepBlobsFrom uint64
 	if err := c.planner.RequestSnapshot(storage.SnapshotRequest{Index: index, Data: data, KeepBlobsFrom: keepBlobsFrom}); err != nil {
 		return err
 	}
+	// The planner holds one request at a time, replacing an older one; the
+	// callback follows it, so a replaced request's callback never runs.
+	c.snapshotSaved, c.snapshotSavedIndex = saved, index
 	c.notEmpty.Signal()
 	return nil
 }
@@ -278,6 +292,17 @@ func (c *Committer) run() {
 		}
 		if stats.Snapshot {
 			c.snapshots.Add(1)
+			c.mu.Lock()
+			saved := c.snapshotSaved
+			if c.snapshotSavedIndex != snapshot.Index {
+				saved = nil // a newer request replaced this one: its own callback waits
+			} else {
+				c.snapshotSaved, c.snapshotSavedIndex = nil, 0
+			}
+			c.mu.Unlock()
+			if saved != nil {
+				saved()
+			}
 		}
 	}
 }

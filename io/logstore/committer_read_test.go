@@ -67,7 +67,7 @@ func TestCommitterReadEntries(t *testing.T) {
 		}
 	}
 
-	must(t, c.SaveSnapshot(100, []byte("at 100"), 0))
+	must(t, c.SaveSnapshot(100, []byte("at 100"), 0, nil))
 	eventually(t, 10000, 2, func() bool { return c.Stats().Snapshots == 1 })
 	if r := readVia(t, c, 50, 10, 0); !errors.Is(r.err, ErrCompacted) {
 		t.Fatalf("a read below the snapshot: %v", r.err)

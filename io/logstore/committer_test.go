@@ -144,13 +144,13 @@ func TestCommitterSnapshot(t *testing.T) {
 	for i := uint64(1); i <= 1000; i += 100 {
 		c.Submit(publishEntries(i, 100, 1024))
 	}
-	if err := c.SaveSnapshot(1001, nil, 0); err == nil {
+	if err := c.SaveSnapshot(1001, nil, 0, nil); err == nil {
 		t.Fatal("a snapshot past the submitted entries was accepted")
 	}
-	if err := c.SaveSnapshot(800, []byte("at 800"), 0); err != nil {
+	if err := c.SaveSnapshot(800, []byte("at 800"), 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SaveSnapshot(700, []byte("at 700"), 0); err == nil {
+	if err := c.SaveSnapshot(700, []byte("at 700"), 0, nil); err == nil {
 		t.Fatal("an older snapshot was accepted")
 	}
 	c.Submit(publishEntries(1001, 50, 1024))

@@ -35,10 +35,10 @@ func TestSnapshotUnderLoad(t *testing.T) {
 	eventually(t, 5000, 1, func() bool { return c.Stats().Rounds == 1 }) // the writer is stuck in its report
 	must(t, c.Submit(publishEntries(2, 99, 300)))
 	const snapshotIndex = 80
-	if err := c.SaveSnapshot(snapshotIndex, []byte("state at 80"), 0); err != nil {
+	if err := c.SaveSnapshot(snapshotIndex, []byte("state at 80"), 0, nil); err != nil {
 		t.Fatalf("a snapshot ahead of the durable index was refused: %v", err)
 	}
-	if err := c.SaveSnapshot(200, []byte("not submitted"), 0); err == nil {
+	if err := c.SaveSnapshot(200, []byte("not submitted"), 0, nil); err == nil {
 		t.Fatal("a snapshot beyond the submitted index was accepted")
 	}
 	must(t, c.Submit(publishEntries(101, 50, 300)))
