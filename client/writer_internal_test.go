@@ -4,9 +4,13 @@ package client
 // one syscall per frame), on a counting in-memory Conn.
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -87,5 +91,86 @@ func TestWriterBatchesFramesPerWrite(t *testing.T) {
 	waitForBytes(t, conn, (queued+1)*wire.HeaderSizeBytes)
 	if writes, _ := conn.stats(); writes != 2 {
 		t.Fatalf("lone frame: %d writes in total, want 2", writes)
+	}
+}
+
+// TestAckRunMergesConsecutiveAcksOfOneKey: a drain of ACKs of one queue key
+// goes out as one ACK with every tag in order; another key, another frame
+// kind and the tag cap each end the run, and no frame overtakes another.
+func TestAckRunMergesConsecutiveAcksOfOneKey(t *testing.T) {
+	ack := func(topic string, partition uint32, reqID uint64, tags ...uint64) []byte {
+		frame, err := encode(wire.OpAck, reqID, wire.Ack{Topic: topic, Partition: partition, Tags: tags})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return frame
+	}
+	nack, err := encode(wire.OpNack, 50, wire.Nack{Topic: "q", Partition: 0, Tags: []uint64{9}, Requeue: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	w := bufio.NewWriter(&out)
+	var run ackRun
+	frames := [][]byte{
+		ack("q", 0, 10, 1), ack("q", 0, 11, 2, 3), ack("q", 0, 12, 4), // one run
+		ack("q", 1, 13, 5), // another partition
+		nack,               // another kind ends the run
+		ack("q", 1, 14, 6),
+	}
+	for i := uint64(0); i < ackMergeTagsMax+1; i++ { // past the cap: two frames
+		frames = append(frames, ack("s", 0, 100+i, 1000+i))
+	}
+	for _, f := range frames {
+		if err := run.write(w, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := run.flush(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		op    wire.Opcode
+		reqID uint64
+		key   string
+		tags  []uint64
+	}
+	var frs []got
+	r := bufio.NewReader(&out)
+	for {
+		h, payload, err := wire.ReadFrame(r, wire.PayloadSizeBytesMaxDefault, nil)
+		if err != nil {
+			break
+		}
+		switch h.Opcode {
+		case wire.OpAck:
+			a, err := wire.DecodeAck(payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			frs = append(frs, got{h.Opcode, h.RequestID, fmt.Sprintf("%s/%d", a.Topic, a.Partition), a.Tags})
+		default:
+			frs = append(frs, got{op: h.Opcode, reqID: h.RequestID})
+		}
+	}
+	if len(frs) != 6 {
+		t.Fatalf("%d frames out: %+v", len(frs), frs)
+	}
+	want := []got{
+		{wire.OpAck, 10, "q/0", []uint64{1, 2, 3, 4}},
+		{wire.OpAck, 13, "q/1", []uint64{5}},
+		{op: wire.OpNack, reqID: 50},
+		{wire.OpAck, 14, "q/1", []uint64{6}},
+	}
+	for i, w := range want {
+		if frs[i].op != w.op || frs[i].reqID != w.reqID || frs[i].key != w.key || !slices.Equal(frs[i].tags, w.tags) {
+			t.Fatalf("frame %d: %+v, want %+v", i, frs[i], w)
+		}
+	}
+	if len(frs[4].tags) != ackMergeTagsMax || frs[4].reqID != 100 || len(frs[5].tags) != 1 || frs[5].tags[0] != 1000+ackMergeTagsMax {
+		t.Fatalf("capped run: %d tags (req %d), then %v", len(frs[4].tags), frs[4].reqID, frs[5].tags)
 	}
 }

@@ -87,8 +87,8 @@ type Log struct {
 	// so that a Sync allocates no closure.
 	syncSegmentsFn, syncBlobsFn func() error
 
-	// reader is ReadEntries' cursor (read.go).
-	reader readCursor
+	// reader holds ReadEntries' cursors (read.go).
+	reader readCursors
 
 	failed error
 	closed bool
@@ -113,6 +113,7 @@ type LogStats struct {
 	ReadSeeks           uint64 // ReadEntries calls that did not start at the cursor
 	ReadSegmentSwitches uint64 // segment files ReadEntries read on into
 	ReadSegmentBytes    uint64 // segment bytes ReadEntries read
+	ReadListings        uint64 // directory listings ReadEntries made to place its cursor
 }
 
 // segmentLogOptions: we fsync ourselves (Sync) and never read through the
@@ -450,7 +451,7 @@ func (l *Log) truncateFront(firstIndex uint64) error {
 	}
 	// tidwall rewrites the segment holding firstIndex under a new name:
 	// ReadEntries' cursor may be on the old one.
-	l.reader.drop()
+	l.reader.dropAll()
 	if err := l.wal.TruncateFront(firstIndex); err != nil {
 		return err
 	}
@@ -512,7 +513,7 @@ func (l *Log) Close() error {
 	l.closed = true
 	walErr := l.wal.Close() // fsyncs the tail once more, even with NoSync
 	blobErr := l.closeBlobs()
-	l.reader.close()
+	l.reader.closeAll()
 	// A log reopened in this process must not see files vanish under it.
 	unlinkErr := l.runner.Wait()
 	if l.failed != nil {

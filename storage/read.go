@@ -24,13 +24,15 @@ import (
 //     tail file before WriteBatch returns (neither buffers), so the unsynced
 //     tail reads back too; and tidwall's Read would load a finished segment
 //     whole into the cache Append empties (writeBatch's ClearCache);
-//   - the cursor's file holds the frame of entry next at byte pos, and buf
-//     holds bytes of that file from bufAt (files are append-only, so bytes
-//     once read never change); truncateFront and Close drop the cursor
-//     (tidwall rewrites the segment holding the new first index under a new
-//     name);
+//   - a placed cursor's file holds the frame of entry next at byte pos, and
+//     buf holds bytes of that file from bufAt (files are append-only, so
+//     bytes once read never change); truncateFront, Close and a failed read
+//     drop every cursor (tidwall rewrites the segment holding the new first
+//     index under a new name);
 //   - sequential calls (each from where the last stopped) never list the
-//     directory or reread a byte: reading n entries costs O(n).
+//     directory or reread a byte: reading n entries costs O(n); and so do
+//     up to readCursorsMax readers reading sequentially by turns, each on
+//     its own cursor.
 
 // ErrCompacted is wrapped by the error ReadEntries returns for an index the
 // log no longer holds: a snapshot covers it and retention dropped it.
@@ -54,11 +56,105 @@ const (
 	// readChunkBytes: each read of a segment file asks for at least this
 	// much, so that a run of small records costs one pread per chunk.
 	readChunkBytes = 64 << 10
+	// readWalkEntriesMax bounds a forward seek by walking frames from the
+	// cursor; a longer one goes to the start of the segment holding the
+	// entry (skipping the segments between).
+	readWalkEntriesMax = 4096
+	// framePosEntriesMax bounds the frame positions a cursor keeps for its
+	// segment (8 bytes each; a 1 MiB segment of 1 KiB records needs ~1000).
+	framePosEntriesMax = 1 << 16
+	// readCursorsMax bounds the cursors of one Log (each keeps an open file,
+	// a buffer of about readChunkBytes and its frame positions).
+	readCursorsMax = 4
 )
 
-// readCursor is where the last ReadEntries stopped (see the invariants).
+// readCursors are ReadEntries' cursors: several, so that readers at
+// different places in the log (a stream's subscriptions catching up at
+// their own pace) each read on sequentially from their own file and byte,
+// instead of one cursor thrashing between them.
+type readCursors struct {
+	cur   *readCursor // the cursor of the ReadEntries in progress
+	all   [readCursorsMax]readCursor
+	used  [readCursorsMax]uint64 // last-use stamps: the least recent is reused
+	clock uint64
+
+	payloads *PayloadReader // made at the first blob record
+	// segments caches the directory's segment files (nil: list again). It
+	// may miss segments appended since: a seek past its last segment opens
+	// that one and walks on into the newer files, which tidwall names by
+	// their first index. Dropped with the cursors, so a truncation relists.
+	segments []segmentFile
+}
+
+// pick makes cur the cursor for a read from index, in this order: one
+// standing on index; the nearest a short walk before it; an unplaced one;
+// one whose segment holds index behind it (a jump back to a known frame);
+// the least recently used. Moving another reader's cursor back costs that
+// reader a seek later, so a free cursor comes first.
+func (rc *readCursors) pick(index uint64) {
+	ahead, behind, free, lru := -1, -1, -1, 0
+	for i := range rc.all {
+		c := &rc.all[i]
+		if rc.used[i] < rc.used[lru] {
+			lru = i
+		}
+		switch {
+		case c.f == nil:
+			if free < 0 {
+				free = i
+			}
+		case c.next == index:
+			ahead = i
+		case c.next < index && index-c.next <= readWalkEntriesMax:
+			if ahead < 0 || rc.all[ahead].next < c.next {
+				ahead = i
+			}
+		case c.segFirst <= index && index < c.next:
+			if behind < 0 {
+				behind = i
+			}
+		}
+		if ahead >= 0 && rc.all[ahead].next == index {
+			break
+		}
+	}
+	best := lru
+	for _, i := range []int{ahead, free, behind} {
+		if i >= 0 {
+			best = i
+			break
+		}
+	}
+	rc.clock++
+	rc.used[best] = rc.clock
+	rc.cur = &rc.all[best]
+}
+
+// dropAll forgets every position and the cached listing.
+func (rc *readCursors) dropAll() {
+	for i := range rc.all {
+		rc.all[i].drop()
+	}
+	rc.segments = nil
+}
+
+// closeAll drops every position and closes the payload reader.
+func (rc *readCursors) closeAll() {
+	for i := range rc.all {
+		rc.all[i].drop()
+		rc.all[i].buf = nil
+	}
+	rc.segments = nil
+	if rc.payloads != nil {
+		rc.payloads.Close()
+		rc.payloads = nil
+	}
+}
+
+// readCursor is where one reader's last ReadEntries stopped (see the
+// invariants).
 type readCursor struct {
-	f        fsys.File // nil: no position; the next read lists the directory
+	f        fsys.File // nil: no position
 	name     string    // f's segment file
 	segFirst uint64    // the first index of f's segment
 	next     uint64    // the index of the frame at pos
@@ -70,7 +166,12 @@ type readCursor struct {
 	// eof: the last fill read up to the end of the file as it then was.
 	eof bool
 
-	payloads *PayloadReader // made at the first blob record
+	// framePos[i] is the byte position of entry segFirst+i in f, for the
+	// frames the cursor has passed (filled in order, at most
+	// framePosEntriesMax): a seek back within the segment jumps instead of
+	// walking from the segment's start. Appends never move a frame, and a
+	// front truncation (the only rewrite) drops the cursor.
+	framePos []int64
 }
 
 // drop forgets the position (the payload reader keeps its files).
@@ -80,16 +181,18 @@ func (c *readCursor) drop() {
 	}
 	c.f, c.name, c.segFirst, c.next, c.pos, c.epoch = nil, "", 0, 0, 0, 0
 	c.buf, c.bufAt, c.eof = c.buf[:0], 0, false
+	c.framePos = c.framePos[:0]
 }
 
-// close drops the position and closes the payload reader.
-func (c *readCursor) close() {
-	c.drop()
-	c.buf = nil
-	if c.payloads != nil {
-		c.payloads.Close()
-		c.payloads = nil
+// advance moves the cursor past the frame at it (totalBytes long), noting
+// the frame's position while the positions known are contiguous from the
+// segment's start.
+func (c *readCursor) advance(totalBytes int) {
+	if uint64(len(c.framePos)) == c.next-c.segFirst && len(c.framePos) < framePosEntriesMax {
+		c.framePos = append(c.framePos, c.pos)
 	}
+	c.next++
+	c.pos += int64(totalBytes)
 }
 
 // ReadEntries returns the entries the log holds from fromIndex on: at most
@@ -105,10 +208,10 @@ func (c *readCursor) close() {
 // record that fails its checks, or a payload that is missing or damaged,
 // is an error wrapping ErrCorrupt. Entries appended but not yet synced are
 // read too. A failed or closed Log refuses. An error leaves the Log usable
-// (nothing was written) and forgets the cursor.
+// (nothing was written) and forgets the cursors.
 //
 // It runs on the goroutine that owns the Log, between its other calls, and
-// keeps a cursor: a call that starts where the previous one stopped reads on
+// keeps cursors: a call that starts where an earlier one stopped reads on
 // from the same file and byte, so reading the log sequentially costs O(n).
 func (l *Log) ReadEntries(fromIndex uint64, maxEntries int, maxBytes int) ([]core.Entry, error) {
 	if err := l.usable(); err != nil {
@@ -123,21 +226,22 @@ func (l *Log) ReadEntries(fromIndex uint64, maxEntries int, maxBytes int) ([]cor
 	if fromIndex > l.lastIndex {
 		return nil, nil
 	}
+	l.reader.pick(fromIndex)
 	out, err := l.readEntries(fromIndex, maxEntries, maxBytes)
-	c := &l.reader
+	c := l.reader.cur
 	if cap(c.buf) > recordBufferRetainBytesMax {
 		// One large record grew the buffer: do not keep it for small ones.
 		c.buf, c.bufAt = nil, 0
 	}
 	if err != nil {
-		c.drop()
+		l.reader.dropAll()
 		return nil, err
 	}
 	return out, nil
 }
 
 func (l *Log) readEntries(fromIndex uint64, maxEntries, maxBytes int) ([]core.Entry, error) {
-	c := &l.reader
+	c := l.reader.cur
 	if err := l.seek(fromIndex); err != nil {
 		return nil, err
 	}
@@ -172,48 +276,94 @@ func (l *Log) readEntries(fromIndex uint64, maxEntries, maxBytes int) ([]core.En
 		out = append(out, e)
 		payloadBytes += n
 		c.epoch = e.Epoch
-		c.next++
-		c.pos += int64(f.totalBytes)
+		c.advance(f.totalBytes)
 	}
 	return out, nil
 }
 
 // seek puts the cursor on the frame of index (FirstIndex <= index <=
-// LastIndex): where it is already, forward from it in its segment, or from
-// the start of the segment that holds index.
+// LastIndex): where it is already; at a known frame position of its
+// segment; walking forward a bounded way; else at the start of the segment
+// that holds index (from the cached listing), walking from there.
 func (l *Log) seek(index uint64) error {
-	c := &l.reader
+	c := l.reader.cur
 	if c.f != nil && c.next == index {
 		return nil
 	}
 	l.stats.ReadSeeks++
-	listing, err := listDir(l.fs, l.dir)
-	if err != nil {
-		return err
-	}
-	var seg *segmentFile
-	for i := range listing.segments {
-		if listing.segments[i].firstIndex <= index {
-			seg = &listing.segments[i]
+	// Readers of one partition's log move the cursor back and forth by a
+	// read batch or two: within the cursor's segment that is a jump to a
+	// known frame, or a short walk from the last known one.
+	if c.f != nil && c.segFirst <= index {
+		// The known frame nearest at or before index: jump to it when the
+		// cursor is past index (an index behind the cursor lies in its
+		// segment: segments are contiguous) or it is ahead of the cursor.
+		if known := uint64(len(c.framePos)); known > 0 {
+			if k := min(index-c.segFirst, known-1); index < c.next || c.segFirst+k > c.next {
+				c.next, c.pos, c.epoch = c.segFirst+k, c.framePos[k], 0
+			}
+		}
+		if c.next <= index && index-c.next <= readWalkEntriesMax {
+			return l.walkTo(index)
 		}
 	}
-	if seg == nil {
-		return fmt.Errorf("logstore %s: no segment holds entry %d (first index %d): %w", l.dir, index, l.firstIndex, ErrCorrupt)
+	seg, err := l.segmentHolding(index)
+	if err != nil {
+		return err
 	}
 	if c.f == nil || c.segFirst != seg.firstIndex || c.next > index {
 		if err := l.openSegment(seg.name, seg.firstIndex); err != nil {
 			return err
 		}
 	}
-	// Frames before index are located, not decoded (recovery does the same
-	// below its snapshot): the record at index still has to carry index.
+	return l.walkTo(index)
+}
+
+// segmentHolding returns the segment file holding index, from the cached
+// listing when it can tell (index lies before its last segment's end, or
+// near its last segment's start), else from a fresh listing.
+func (l *Log) segmentHolding(index uint64) (segmentFile, error) {
+	rc := &l.reader
+	for attempt := 0; attempt < 2; attempt++ {
+		if rc.segments == nil || attempt == 1 {
+			l.stats.ReadListings++
+			listing, err := listDir(l.fs, l.dir)
+			if err != nil {
+				return segmentFile{}, err
+			}
+			rc.segments = listing.segments
+		}
+		// The last segment starting at or before index.
+		at := -1
+		for i := range rc.segments {
+			if rc.segments[i].firstIndex <= index {
+				at = i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		// A cached listing's last segment may have been followed by newer
+		// ones: walk into them only a bounded way.
+		if at < len(rc.segments)-1 || index-rc.segments[at].firstIndex <= readWalkEntriesMax || attempt == 1 {
+			return rc.segments[at], nil
+		}
+	}
+	return segmentFile{}, fmt.Errorf("logstore %s: no segment holds entry %d (first index %d): %w", l.dir, index, l.firstIndex, ErrCorrupt)
+}
+
+// walkTo moves the cursor forward to the frame of index (at or after the
+// cursor). Frames before index are located, not decoded (recovery does the
+// same below its snapshot): the record at index still has to carry index.
+func (l *Log) walkTo(index uint64) error {
+	c := l.reader.cur
+	assertTrue(c.f != nil && c.next <= index, "a walk goes forward from a placed cursor")
 	for c.next < index {
 		f, err := l.currentFrame()
 		if err != nil {
 			return err
 		}
-		c.next++
-		c.pos += int64(f.totalBytes)
+		c.advance(f.totalBytes)
 		c.epoch = 0
 	}
 	assertTrue(c.next == index, "the cursor is on the frame asked for")
@@ -222,7 +372,7 @@ func (l *Log) seek(index uint64) error {
 
 // openSegment points the cursor at the first frame of the segment file name.
 func (l *Log) openSegment(name string, firstIndex uint64) error {
-	c := &l.reader
+	c := l.reader.cur
 	c.drop()
 	f, err := l.fs.OpenRead(path.Join(l.dir, name))
 	if errors.Is(err, fsys.ErrNotExist) {
@@ -239,7 +389,7 @@ func (l *Log) openSegment(name string, firstIndex uint64) error {
 // next segment file, which tidwall names by the index it starts at) as
 // needed. Entry c.next is in the log, so a frame must be there.
 func (l *Log) currentFrame() (frame, error) {
-	c := &l.reader
+	c := l.reader.cur
 	for {
 		f, atEnd, err := l.frameInFile()
 		if err != nil || !atEnd {
@@ -258,7 +408,7 @@ func (l *Log) currentFrame() (frame, error) {
 // frameInFile returns the frame at the cursor in its file, or atEnd when
 // the cursor is at the end of the file.
 func (l *Log) frameInFile() (f frame, atEnd bool, err error) {
-	c := &l.reader
+	c := l.reader.cur
 	for filled := false; ; filled = true {
 		var avail []byte
 		if off := c.pos - c.bufAt; off >= 0 && off < int64(len(c.buf)) {
@@ -298,7 +448,7 @@ func frameNeedBytes(avail []byte) int64 {
 // fill reads the cursor's file from pos: at least needBytes (a frame's
 // length), at least readChunkBytes, at most up to the end of the file.
 func (l *Log) fill(needBytes int64) error {
-	c := &l.reader
+	c := l.reader.cur
 	size, err := c.f.SizeBytes()
 	if err != nil {
 		return err
@@ -330,11 +480,11 @@ func (l *Log) fill(needBytes int64) error {
 
 // resolvePayload reads e's stored payload (ref) into e's body, checked.
 func (l *Log) resolvePayload(e *core.Entry, ref blobRef) error {
-	c := &l.reader
-	if c.payloads == nil {
-		c.payloads = NewPayloadReader(l.fs, l.dir)
+	rc := &l.reader
+	if rc.payloads == nil {
+		rc.payloads = NewPayloadReader(l.fs, l.dir)
 	}
-	payload, err := c.payloads.Read(ref.payloadRef())
+	payload, err := rc.payloads.Read(ref.payloadRef())
 	if errors.Is(err, fsys.ErrNotExist) {
 		return fmt.Errorf("logstore %s: entry %d: stored payload's %s is missing: %w: %w", l.dir, e.Index, blobName(ref.fileID), ErrCorrupt, err)
 	}
@@ -349,7 +499,7 @@ func (l *Log) resolvePayload(e *core.Entry, ref blobRef) error {
 
 // readCorrupt is the error for a bad record (or frame) at the cursor.
 func (l *Log) readCorrupt(reason CutReason, detail string) error {
-	c := &l.reader
+	c := l.reader.cur
 	if detail != "" {
 		detail = " (" + detail + ")"
 	}

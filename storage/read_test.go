@@ -168,6 +168,66 @@ func TestReadEntriesSequentialIsLinear(t *testing.T) {
 	}
 }
 
+// TestReadEntriesInterleavedReadersStayCheap: readers at different places in
+// the log take turns (as a stream's catching-up subscriptions do). Each gets
+// exactly its entries, each has a cursor of its own (placed once), the
+// directory is listed about once, and the bytes read stay within a small
+// multiple of what they asked for.
+func TestReadEntriesInterleavedReadersStayCheap(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openLog(t, dir, testOptions(256<<10, CorruptionRefuse))
+	defer l.Close()
+	// A batch's bytes about one fill's chunk (readChunkBytes), as in a
+	// stream's reads of 256 records of 1 KiB.
+	const count, batch = 4_000, 64
+	all := publishEntries(1, count, 1000)
+	for i := 0; i < count; i += 500 {
+		appendSync(t, l, all[i:i+500])
+	}
+	// Four readers, each ahead of the next by up to two batches.
+	next := []uint64{1 + 3*batch, 1 + 2*batch, 1 + batch, 1}
+	before := l.Stats()
+	var asked uint64
+	for turn := 0; ; turn++ {
+		r := turn % len(next)
+		if turn%7 == 3 {
+			r = (turn / 7) % len(next) // now and then one reader twice
+		}
+		if next[r] > count {
+			done := true
+			for _, n := range next {
+				done = done && n > count
+			}
+			if done {
+				break
+			}
+			continue
+		}
+		got, err := l.ReadEntries(next[r], batch, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameEntries(t, got, wantRead(all, next[r], batch, 1<<30))
+		for _, e := range got {
+			asked += uint64(len(e.Body.Payload))
+		}
+		next[r] += uint64(len(got))
+	}
+	stats := l.Stats()
+	listings, read := stats.ReadListings-before.ReadListings, stats.ReadSegmentBytes-before.ReadSegmentBytes
+	t.Logf("%d seeks, %d listings, %d bytes read for %d bytes of entries", stats.ReadSeeks-before.ReadSeeks, listings, read, asked)
+	if listings > 2 {
+		t.Fatalf("%d directory listings for interleaved readers of one log", listings)
+	}
+	// Four readers, four cursors: each placed once, then read on.
+	if seeks := stats.ReadSeeks - before.ReadSeeks; seeks > uint64(len(next)) {
+		t.Fatalf("%d seeks for %d readers reading sequentially by turns", seeks, len(next))
+	}
+	if read > 3*asked {
+		t.Fatalf("read %d segment bytes for %d bytes of entries", read, asked)
+	}
+}
+
 func TestReadEntriesAfterSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	l, _ := openLog(t, dir, readOptions())

@@ -31,6 +31,10 @@ type Config struct {
 	SubWindowMax int
 	// ReadBatchMax bounds the entries one Read asks for.
 	ReadBatchMax int
+	// ReadCacheBytesMax bounds the read cache (charged as the ring is):
+	// records read back from the log, kept so that subscriptions catching
+	// up over the same stretch share one read.
+	ReadCacheBytesMax int64
 	// CommitBatchMax bounds the cursors in one EntryCursorCommit.
 	CommitBatchMax int
 	// SubscriptionsMax bounds concurrent subscriptions; CursorsMax bounds
@@ -65,6 +69,7 @@ func DefaultConfig(id core.QueueID) Config {
 		TailBytesMax:          4 << 20,
 		SubWindowMax:          1024,
 		ReadBatchMax:          256,
+		ReadCacheBytesMax:     4 << 20,
 		CommitBatchMax:        1024,
 		SubscriptionsMax:      4096,
 		CursorsMax:            65_536,
@@ -87,8 +92,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("stream config: Epoch must be at least 1")
 	case c.SegmentRecordsMax < 1 || c.SegmentBytesMax < 1:
 		return fmt.Errorf("stream config: SegmentRecordsMax and SegmentBytesMax must be at least 1")
-	case c.TailBytesMax < 1:
-		return fmt.Errorf("stream config: TailBytesMax must be at least 1")
+	case c.TailBytesMax < 1 || c.ReadCacheBytesMax < 1:
+		return fmt.Errorf("stream config: TailBytesMax and ReadCacheBytesMax must be at least 1")
 	case c.SubWindowMax < 1 || c.ReadBatchMax < 1 || c.CommitBatchMax < 1:
 		return fmt.Errorf("stream config: SubWindowMax, ReadBatchMax and CommitBatchMax must be at least 1")
 	case c.SubscriptionsMax < 1 || c.CursorsMax < 1 || c.FilterClausesMax < 0 || c.AckBatchMax < 1:

@@ -13,8 +13,8 @@ import (
 //     pending truncation) lives as long as the process and restarts empty;
 //   - a durable-tier record is delivered only once durable, and a durable or
 //     speculative publish is confirmed only once durable;
-//   - per-record memory is the tail ring only; everything older is read back
-//     through Read/ReadDone;
+//   - per-record memory is the tail ring and the read cache, each bounded in
+//     bytes; everything older is read back through Read/ReadDone;
 //   - time only moves forward inside: nowMs is the largest NowMs seen.
 type Partition struct {
 	cfg      Config
@@ -48,7 +48,9 @@ type Partition struct {
 	commits     []core.CursorPos
 	commitAt    map[string]int // name -> its slot in commits (last commit wins)
 	truncating  *pendingTruncate
-	readSerial  uint64 // the last read token handed out
+	readSerial  uint64        // the last read token handed out
+	reads       []pendingRead // reads in flight, in issue order
+	cache       readCache     // records of recent reads, shared by subscriptions
 	rd          Ready
 
 	// durableCursors are the cursors as the durable prefix of the log says

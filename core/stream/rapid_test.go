@@ -58,6 +58,7 @@ func newMachine(t *rapid.T) *machine {
 		c.TailBytesMax = int64(rapid.IntRange(1, 600).Draw(t, "tailBytesMax"))
 		c.SubWindowMax = rapid.IntRange(1, 4).Draw(t, "subWindowMax")
 		c.ReadBatchMax = rapid.IntRange(1, 5).Draw(t, "readBatchMax")
+		c.ReadCacheBytesMax = int64(rapid.IntRange(1, 600).Draw(t, "readCacheBytesMax"))
 		c.CommitBatchMax = rapid.IntRange(1, 3).Draw(t, "commitBatchMax")
 		c.SubscriptionsMax = 6
 		c.CursorsMax = 3

@@ -82,6 +82,8 @@ func (p *Partition) onSnapshotDone(in *SnapshotDone) {
 	p.segments.dropFront(&p.cfg, t.segments)
 	p.oldest = t.oldest
 	p.ring.dropBelow(p.oldest)
+	p.cache.dropBelow(p.oldest)
+	p.forgetReadsUpTo(t.upToIndex)
 	for name, next := range p.cursors {
 		if next < p.oldest {
 			p.cursors[name] = p.oldest // stored cursors are clamped silently
@@ -105,4 +107,25 @@ func (p *Partition) onSnapshotDone(in *SnapshotDone) {
 	if p.segments.len() > 0 {
 		assertTrue(p.segments.segs[0].firstOffset == p.oldest, "the oldest segment starts at the oldest offset")
 	}
+}
+
+// forgetReadsUpTo forgets the reads in flight that start at or below
+// upToIndex (storage dropped those entries: the answer would be an error,
+// and a waiter would back off for nothing), and frees their waiters to read
+// again from where they now stand.
+func (p *Partition) forgetReadsUpTo(upToIndex uint64) {
+	live := p.reads[:0]
+	for _, r := range p.reads {
+		if r.fromIndex > upToIndex {
+			live = append(live, r)
+			continue
+		}
+		for _, id := range p.subOrder {
+			if sub := p.subs[id]; sub.reading && sub.token == r.token {
+				sub.reading, sub.readIndex, sub.token = false, 0, 0
+			}
+		}
+	}
+	clear(p.reads[len(live):])
+	p.reads = live
 }

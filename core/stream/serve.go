@@ -6,13 +6,25 @@ import (
 )
 
 // Serving records to subscriptions: from the tail ring when it holds the
-// subscription's next offset, from the log (Read/ReadDone) otherwise.
+// subscription's next offset, else from the read cache (readcache.go), else
+// from the log (Read/ReadDone).
 // Invariants:
 //   - offer is the only place next advances (besides a retention clamp), and
 //     it takes exactly next;
-//   - a read is issued only for durable records (storage has them) and at
-//     most one per subscription is in flight;
+//   - a read is issued only for durable records (storage has them), and a
+//     subscription waits on at most one read at a time: its own or one it
+//     joined (a read in flight that starts at or before where it would read,
+//     close enough to cover it);
+//   - a read's records go to the cache, and every subscription waiting on
+//     it is served from there;
 //   - a subscription at its window gets nothing and costs nothing.
+
+// pendingRead is a Read in flight; subscriptions wait on it by token.
+type pendingRead struct {
+	token      uint64
+	fromIndex  uint64
+	maxEntries int
+}
 
 // serveAll serves every subscription, in id order (deterministic).
 func (p *Partition) serveAll() {
@@ -21,19 +33,24 @@ func (p *Partition) serveAll() {
 	}
 }
 
-// serve hands out ring records while the window allows, or starts a read
-// when next is older than the ring.
+// serve hands out ring or cached records while the window allows, or
+// starts (or joins) a read when next is in neither.
 func (p *Partition) serve(sub *subscription) {
 	end := p.visibleEnd()
-	// Bounded: each pass takes one ring record (the ring is bounded) or
-	// stops; a delivery also takes window.
+	// Bounded: each pass takes one record (from the bounded ring or cache)
+	// or stops; a delivery also takes window.
 	for sub.window < p.cfg.SubWindowMax && sub.next < end {
-		rec := p.ring.get(sub.next)
-		if rec == nil {
+		if rec := p.ring.get(sub.next); rec != nil {
+			p.offer(sub, rec.offset, rec.atMs, rec.body)
+			continue
+		}
+		rec, ok := p.cache.get(sub.next)
+		if !ok {
 			p.requestRead(sub)
 			return
 		}
-		p.offer(sub, rec.offset, rec.atMs, rec.body)
+		p.offer(sub, sub.next, rec.atMs, rec.body)
+		sub.readIndex = rec.index + 1
 	}
 }
 
@@ -56,7 +73,8 @@ func (p *Partition) offer(sub *subscription, offset uint64, atMs int64, body *co
 	}
 }
 
-// requestRead asks storage for the entries holding sub.next.
+// requestRead has sub wait for the entries holding sub.next: on a read in
+// flight that covers where it would read, else on a new one.
 func (p *Partition) requestRead(sub *subscription) {
 	if sub.reading || p.nowMs < sub.readRetryAtMs {
 		return
@@ -74,40 +92,89 @@ func (p *Partition) requestRead(sub *subscription) {
 		from = seg.firstIndex
 	}
 	assertTrue(from <= p.durableIndex, "reads name durable entries only")
+	// Join a read in flight that starts at or before from and asked for
+	// enough entries to reach it: a pack of readers then costs one read.
+	// Bounded by the reads in flight (at most one issued per waiting
+	// subscription).
+	for i := range p.reads {
+		r := &p.reads[i]
+		if r.fromIndex <= from && from < r.fromIndex+uint64(r.maxEntries) {
+			sub.reading, sub.token = true, r.token
+			return
+		}
+	}
 	// Tokens are unique per partition, not per subscription: a SubID the
 	// driver reuses must not take the answer to its predecessor's read.
 	p.readSerial++
 	sub.token = p.readSerial
-	sub.reading, sub.readFrom = true, from
+	sub.reading = true
+	p.reads = append(p.reads, pendingRead{token: sub.token, fromIndex: from, maxEntries: p.cfg.ReadBatchMax})
 	p.rd.Reads = append(p.rd.Reads, Read{SubID: sub.id, Token: sub.token, FromIndex: from, MaxEntries: p.cfg.ReadBatchMax})
 }
 
-// onReadDone offers the read entries in order until the window fills, the
-// subscription reaches the ring (it rejoins the live tail) or the entries
-// end; serve then reads on or serves from the ring.
+// onReadDone caches the read records and offers them to every subscription
+// waiting on the read, in id order, until its window fills, it reaches the
+// ring (it rejoins the live tail) or the entries end; serve then reads on,
+// serves from the ring or cache, or joins another read.
 func (p *Partition) onReadDone(in *ReadDone) {
-	sub := p.subs[in.SubID]
-	if sub == nil || !sub.reading || in.Token != sub.token {
-		return // stale: unsubscribed, clamped, or an older read
+	at := -1
+	for i := range p.reads {
+		if p.reads[i].token == in.Token {
+			at = i
+			break
+		}
 	}
-	sub.reading = false
-	if in.Err != nil || len(in.Entries) == 0 {
-		sub.readRetryAtMs = p.nowMs + p.cfg.ReadRetryMs
-		return
+	if at < 0 {
+		return // stale: forgotten at a retention step
 	}
-	assertTrue(len(in.Entries) <= p.cfg.ReadBatchMax, "a read returns at most what it asked")
-	assertTrue(in.Entries[0].Index == sub.readFrom, "a read starts where it was asked")
+	read := p.reads[at]
+	p.reads = append(p.reads[:at], p.reads[at+1:]...)
+	failed := in.Err != nil || len(in.Entries) == 0
+	if !failed {
+		assertTrue(len(in.Entries) <= read.maxEntries, "a read returns at most what it asked")
+		assertTrue(in.Entries[0].Index == read.fromIndex, "a read starts where it was asked")
+		for i := range in.Entries {
+			e := &in.Entries[i]
+			assertTrue(e.Index == read.fromIndex+uint64(i), "read entries are contiguous")
+			// Only durable, retained records: storage also returns entries
+			// not yet synced, and the oldest may have moved since.
+			if e.Kind == core.EntryStreamRecord && e.Offset >= p.oldest && e.Offset < p.durableOffsetEnd {
+				p.cache.put(e.Offset, cachedRecord{index: e.Index, atMs: e.AtMs, body: e.Body}, p.cfg.ReadCacheBytesMax)
+			}
+		}
+	}
+	for _, id := range p.subOrder {
+		sub := p.subs[id]
+		if !sub.reading || sub.token != in.Token {
+			continue
+		}
+		sub.reading, sub.token = false, 0
+		if failed {
+			sub.readRetryAtMs = p.nowMs + p.cfg.ReadRetryMs
+			continue
+		}
+		p.offerRead(sub, in.Entries)
+	}
+}
+
+// offerRead offers a waiter the read entries from its next on. Entries
+// before it (a joined read starts at or before where the waiter would
+// read) are passed over, and readIndex follows, so the waiter reads on
+// after the stretch even when the cache could not keep it (huge records).
+func (p *Partition) offerRead(sub *subscription, entries []core.Entry) {
 	end := p.visibleEnd()
-	for i := range in.Entries {
-		e := &in.Entries[i]
-		assertTrue(e.Index == sub.readFrom+uint64(i), "read entries are contiguous")
+	for i := range entries {
+		e := &entries[i]
 		if e.Kind != core.EntryStreamRecord || e.Offset < sub.next {
-			sub.readIndex = e.Index + 1
+			// An entry before next: the read goes on after it (never back
+			// behind where the waiter already was).
+			sub.readIndex = max(sub.readIndex, e.Index+1)
 			continue
 		}
 		if e.Offset >= end || sub.window >= p.cfg.SubWindowMax || p.ring.get(sub.next) != nil {
-			break
+			return
 		}
+		assertTrue(e.Offset == sub.next, "read records are contiguous in offset")
 		p.offer(sub, e.Offset, e.AtMs, e.Body)
 		sub.readIndex = e.Index + 1
 	}

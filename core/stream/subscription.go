@@ -32,10 +32,10 @@ type subscription struct {
 	minAtMs   int64 // by-time start: records published before it are passed over
 	window    int   // handed out, not yet credited
 
-	// Log reads, for a next older than the ring.
+	// Log reads, for a next older than the ring: reading says the
+	// subscription waits on the read in flight with token.
 	reading       bool
 	token         uint64
-	readFrom      uint64 // FromIndex of the read in flight
 	readIndex     uint64 // the log index holding next, when known (0 = unknown)
 	readRetryAtMs int64
 }
