@@ -9,6 +9,12 @@ package bench
 //     peer, the paced row's p99 latency is peer over Fibril.
 //   - A ratio exists only between two status=ok lines of the same scenario,
 //     rate and run; otherwise it is NaN, never a guess.
+//   - Fibril is compared with every peer that has a line for the scenario
+//     (and rate) in the results, in any run: one table column per peer
+//     present anywhere, one ratio line per scenario, Fibril system and peer
+//     present for that scenario. A peer that never ran the scenario (the
+//     RabbitMQ stream queue runs only fanout, the quorum and classic queues
+//     never do) shows "-" and has no ratio line.
 //   - With several runs, a ratio line carries the median of the per-run
 //     ratios (each run compares systems measured minutes apart, not hours).
 
@@ -21,14 +27,20 @@ import (
 	"strings"
 )
 
-// Peers the ratios compare against. Fanout has no quorum queue flavour: its
-// RabbitMQ peer is the stream queue.
+// The harness's peer systems, in the order of the ratio columns. A peer not
+// listed here still gets a column, after these, in order of appearance.
 const (
 	PeerNATS           = "nats-js"
+	PeerNATSSync       = "nats-js-sync"
 	PeerRabbitQuorum   = "rabbitmq-quorum"
+	PeerRabbitClassic  = "rabbitmq-classic"
 	PeerRabbitStream   = "rabbitmq-stream"
+	PeerRedisStreams   = "redis-streams"
 	fibrilSystemPrefix = "fibril-"
 )
+
+// KnownPeers is the column order of the peers the harness runs.
+var KnownPeers = []string{PeerNATS, PeerNATSSync, PeerRabbitQuorum, PeerRabbitClassic, PeerRabbitStream, PeerRedisStreams}
 
 // Result is one parsed result line.
 type Result map[string]string
@@ -69,12 +81,39 @@ func (r Result) number(key string) float64 {
 	return v
 }
 
-// PeerFor is the peer a ratio column compares with for scenario.
-func PeerFor(scenario, column string) string {
-	if column == PeerRabbitQuorum && scenario == ScenarioFanout {
-		return PeerRabbitStream
+func isFibril(system string) bool { return strings.HasPrefix(system, fibrilSystemPrefix) }
+
+// Peers lists every non-Fibril system in results: the known peers first, in
+// KnownPeers order, then any other in order of appearance.
+func Peers(results []Result) []string {
+	var present, others []string
+	for _, r := range results {
+		sys := r["system"]
+		if sys == "" || isFibril(sys) || slices.Contains(present, sys) {
+			continue
+		}
+		present = append(present, sys)
+		if !slices.Contains(KnownPeers, sys) {
+			others = append(others, sys)
+		}
 	}
-	return column
+	var peers []string
+	for _, p := range KnownPeers {
+		if slices.Contains(present, p) {
+			peers = append(peers, p)
+		}
+	}
+	return append(peers, others...)
+}
+
+// ranScenario says whether system has a line for scenario key in any run.
+func ranScenario(results []Result, key, system string) bool {
+	for _, r := range results {
+		if r["system"] == system && r.ScenarioKey() == key {
+			return true
+		}
+	}
+	return false
 }
 
 // Ratio compares a Fibril result with a peer's: throughput Fibril/peer, or for
@@ -133,10 +172,16 @@ func orDash(s string) string {
 // WriteReport writes the markdown table of every result, with the ratio
 // columns filled on Fibril's rows, then the ratio lines.
 func WriteReport(w io.Writer, results []Result) {
-	columns := []string{PeerNATS, PeerRabbitQuorum}
-	fmt.Fprintln(w, "| scenario | system | run | msgs | secs | msgs/s | p50 ms | p99 ms | confirm p50/p99 ms | missing/dups/left "+
-		"| server CPU s | server CPU us/msg | server RSS MB | client CPU s | status | fibril/nats-js | fibril/rabbitmq-quorum |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	peers := Peers(results)
+	header := "| scenario | system | run | msgs | secs | msgs/s | p50 ms | p99 ms | confirm p50/p99 ms | missing/dups/left " +
+		"| server CPU s | server CPU us/msg | server RSS MB | client CPU s | status |"
+	rule := strings.Repeat("|---", 15) + "|"
+	for _, peer := range peers {
+		header += " fibril/" + peer + " |"
+		rule += "---|"
+	}
+	fmt.Fprintln(w, header)
+	fmt.Fprintln(w, rule)
 	for _, r := range results {
 		key := r.ScenarioKey()
 		msgs := r["msgs"]
@@ -172,34 +217,38 @@ func WriteReport(w io.Writer, results []Result) {
 		if r["err"] != "" {
 			status += ": " + r["err"]
 		}
-		ratios := []string{"-", "-"}
-		if strings.HasPrefix(r["system"], fibrilSystemPrefix) {
-			for i, column := range columns {
-				ratios[i] = formatRatio(Ratio(r, find(results, key, r["run"], PeerFor(r["scenario"], column))))
+		var ratios strings.Builder
+		for _, peer := range peers {
+			ratio := "-"
+			if isFibril(r["system"]) && ranScenario(results, key, peer) {
+				ratio = formatRatio(Ratio(r, find(results, key, r["run"], peer)))
 			}
+			ratios.WriteString(" " + ratio + " |")
 		}
 		label := key
 		if r.paced() {
 			label = r["scenario"] + " @" + r["rate"] + "/s"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s\n",
 			label, r["system"], r["run"], msgs, orDash(r["secs"]), orDash(r["msgs_per_s"]), p50, p99, confirm, checks,
-			orDash(r["server_cpu_s"]), perMsg, orDash(r["server_rss_mb"]), orDash(r["client_cpu_s"]), status, ratios[0], ratios[1])
+			orDash(r["server_cpu_s"]), perMsg, orDash(r["server_rss_mb"]), orDash(r["client_cpu_s"]), status, ratios.String())
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Ratios above 1 favour Fibril: msgs/s Fibril over peer; for the paced (@rate) rows, p99 latency peer over Fibril. "+
-		"Fanout compares with rabbitmq-stream in the RabbitMQ column. NaN: one side did not finish with status=ok.")
+		"NaN: one side did not finish with status=ok (or has no line in that run). "+
+		"-: that peer did not run the scenario (rabbitmq-stream runs only fanout, rabbitmq-quorum and -classic only the queue scenarios).")
 	fmt.Fprintln(w)
 	for _, line := range RatioLines(results) {
 		fmt.Fprintln(w, line)
 	}
 }
 
-// RatioLines gives one line per scenario, Fibril system and peer, in the
-// order the results appeared: "ratio scenario=... system=... vs=... value=...",
-// the value being the median over runs.
+// RatioLines gives one line per scenario, Fibril system and peer that ran the
+// scenario, in the order the results appeared (peers in Peers order):
+// "ratio scenario=... system=... vs=... value=...", the value being the
+// median over runs.
 func RatioLines(results []Result) []string {
-	type row struct{ key, scenario, system string }
+	type row struct{ key, system string }
 	var rows []row
 	seen := map[row]bool{}
 	var runs []string
@@ -207,19 +256,22 @@ func RatioLines(results []Result) []string {
 		if !slices.Contains(runs, r["run"]) {
 			runs = append(runs, r["run"])
 		}
-		if !strings.HasPrefix(r["system"], fibrilSystemPrefix) {
+		if !isFibril(r["system"]) {
 			continue
 		}
-		k := row{r.ScenarioKey(), r["scenario"], r["system"]}
+		k := row{r.ScenarioKey(), r["system"]}
 		if !seen[k] {
 			seen[k] = true
 			rows = append(rows, k)
 		}
 	}
+	peers := Peers(results)
 	var lines []string
 	for _, k := range rows {
-		for _, column := range []string{PeerNATS, PeerRabbitQuorum} {
-			peer := PeerFor(k.scenario, column)
+		for _, peer := range peers {
+			if !ranScenario(results, k.key, peer) {
+				continue
+			}
 			var perRun []float64
 			for _, run := range runs {
 				if f := find(results, k.key, run, k.system); f != nil {
