@@ -41,10 +41,10 @@
 #
 # Environment (defaults in brackets; the workload and peer ones are the harness's):
 #   REPS [2]              repetitions of the whole scenario list
-#   MSGS [200000]         messages for confirmed-publish and end-to-end
+#   MSGS [200000]         messages for confirmed-publish and end-to-end (0 skips both)
 #   SIZE [1024]           body bytes
 #   PRODUCERS [2] CONSUMERS [2] WINDOW [1024] PREFETCH [1024]
-#   PACED_RATE [5000] PACED_MSGS [50000]   end-to-end at a fixed publish rate (0 = skip)
+#   PACED_RATE [5000] PACED_MSGS [50000]   end-to-end at a fixed publish rate (either 0 skips it)
 #   FANOUT_MSGS [100000] FANOUT_READERS [4] (FANOUT_MSGS=0 skips fanout)
 #   FIBRIL_SYSTEMS ["fibril-quic fibril-tcp"]
 #   QUEUE_SYSTEMS ["nats-js nats-js-sync rabbitmq-quorum rabbitmq-classic redis-streams"]
@@ -558,13 +558,15 @@ run_one() { # scenario system extra-args...
 
 for ((rep = 1; rep <= REPS; rep++)); do
 	COMMON=(-run "$rep" -size "$SIZE" -producers "$PRODUCERS" -window "$WINDOW")
-	for sys in $FIBRIL_SYSTEMS $QUEUE_SYSTEMS; do
-		run_one confirmed-publish "$sys" "${COMMON[@]}" -msgs "$MSGS"
-	done
-	for sys in $FIBRIL_SYSTEMS $QUEUE_SYSTEMS; do
-		run_one end-to-end "$sys" "${COMMON[@]}" -msgs "$MSGS" -consumers "$CONSUMERS" -prefetch "$PREFETCH"
-	done
-	if [ "$PACED_RATE" != 0 ]; then
+	if [ "$MSGS" != 0 ]; then
+		for sys in $FIBRIL_SYSTEMS $QUEUE_SYSTEMS; do
+			run_one confirmed-publish "$sys" "${COMMON[@]}" -msgs "$MSGS"
+		done
+		for sys in $FIBRIL_SYSTEMS $QUEUE_SYSTEMS; do
+			run_one end-to-end "$sys" "${COMMON[@]}" -msgs "$MSGS" -consumers "$CONSUMERS" -prefetch "$PREFETCH"
+		done
+	fi
+	if [ "$PACED_RATE" != 0 ] && [ "$PACED_MSGS" != 0 ]; then
 		for sys in $FIBRIL_SYSTEMS $QUEUE_SYSTEMS; do
 			run_one end-to-end "$sys" "${COMMON[@]}" -msgs "$PACED_MSGS" -consumers "$CONSUMERS" \
 				-prefetch "$PREFETCH" -rate "$PACED_RATE"

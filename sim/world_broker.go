@@ -28,6 +28,8 @@ func (w *World) nodeConfig() node.Config {
 	cfg.ServerName = "fibril-sim"
 	cfg.FramePayloadBytesMax = simFramePayloadBytesMax
 	cfg.OutboxBytesMax = 16 * simFramePayloadBytesMax
+	// Below half the outbox, so that stream credit pauses on its own bound.
+	cfg.StreamCreditOutboxBytesMax = 4 * simFramePayloadBytesMax
 	cfg.HeartbeatIntervalMs = 1000
 	cfg.HandshakeTimeoutMs = 2000
 	cfg.AuthTimeoutMs = 2000

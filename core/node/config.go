@@ -44,6 +44,13 @@ type Config struct {
 	// OutboxBytesMax bounds what a session has queued and its socket has not
 	// accepted; past it the consumer is too slow and is disconnected.
 	OutboxBytesMax int
+	// StreamCreditOutboxBytesMax: a session gives stream credit back only
+	// while its outbox holds at most this many bytes (and at most half of
+	// OutboxBytesMax). A stream partition hands out records as fast as
+	// credit returns, so this, not the outbox bound, is what a fast stream
+	// parks in memory per session: enough to keep the socket busy between
+	// writes, no more.
+	StreamCreditOutboxBytesMax int
 	// SubscriptionsPerSessionMax bounds one session's subscriptions.
 	SubscriptionsPerSessionMax int
 	// ResumeRestartTTLMs: a persisted session skeleton younger than this
@@ -98,6 +105,7 @@ func DefaultConfig() Config {
 		ConnectionsMax:             10_000,
 		FramePayloadBytesMax:       wire.PayloadSizeBytesMaxDefault,
 		OutboxBytesMax:             256 << 20,
+		StreamCreditOutboxBytesMax: 4 << 20,
 		SubscriptionsPerSessionMax: 4096,
 		ResumeRestartTTLMs:         60_000,
 		AllowDefaultLoopback:       true,
@@ -129,6 +137,8 @@ func (c Config) Validate() error {
 		return errors.New("node config: frame payload cap must be at least 1 KiB")
 	case c.OutboxBytesMax < int(c.FramePayloadBytesMax):
 		return errors.New("node config: the outbox must hold at least one largest frame")
+	case c.StreamCreditOutboxBytesMax < 1:
+		return errors.New("node config: StreamCreditOutboxBytesMax must be at least 1")
 	case c.ResumeRestartTTLMs < 0:
 		return errors.New("node config: resume restart TTL must not be negative")
 	case c.QueuesMax < 1 || c.PartitionsPerQueueMax < 1:

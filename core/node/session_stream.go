@@ -12,8 +12,9 @@ package node
 //     goes out only once SUBSCRIBE_OK did, behind an open gate;
 //   - a record is credited back to its partition exactly once, only once
 //     its frame is queued on the connection, and only while the outbox is
-//     at most half full (owed credit waits for Written): a reader that does
-//     not read stops its subscriptions, never grows the outbox; a dormant
+//     at most half full and within StreamCreditOutboxBytesMax (owed credit
+//     waits for Written): a reader that does not read stops its
+//     subscriptions, never grows the outbox; a dormant
 //     session credits nothing and drops what arrives (the client
 //     resubscribes);
 //   - held records (announcement or gate pending) stay within the
@@ -200,9 +201,10 @@ func (s *Session) flushStreamSub(sub *streamSub) {
 }
 
 // creditStream gives back sub's owed window while the outbox is at most
-// half full.
+// half full and within StreamCreditOutboxBytesMax.
 func (s *Session) creditStream(sub *streamSub) {
-	if sub.owed == 0 || s.conn == 0 || s.unwrittenBytes+len(s.gated) > s.cfg.OutboxBytesMax/2 {
+	limit := min(s.cfg.OutboxBytesMax/2, s.cfg.StreamCreditOutboxBytesMax)
+	if sub.owed == 0 || s.conn == 0 || s.unwrittenBytes+len(s.gated) > limit {
 		return
 	}
 	s.toPartition(sub.key, queuedRequest{sinput: &stream.Credit{SubID: sub.id, Records: sub.owed}})

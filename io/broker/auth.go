@@ -18,7 +18,9 @@ import (
 
 // Users and password checks (SPEC §10). Invariants:
 //   - only argon2id hashes are stored, never passwords;
-//   - an unknown name still costs one hash (constant timing);
+//   - an unknown name still costs one hash (constant timing), the first
+//     time a (name, password) is checked; a repeat is answered from the
+//     verified cache while the store is unchanged for that name;
 //   - the store answers only "known" and "match"; the built-in
 //     fibril/fibril rule (loopback only, while no user fibril exists) is the
 //     Session machine's, so the simulator runs it too;
@@ -45,10 +47,11 @@ type storedUser struct {
 }
 
 type userStore struct {
-	mu    sync.Mutex
-	path  string
-	users map[string]storedUser
-	dummy storedUser // verified against for unknown names
+	mu       sync.Mutex
+	path     string
+	users    map[string]storedUser
+	dummy    storedUser     // verified against for unknown names
+	verified *verifiedCache // recent outcomes (authcache.go); guarded by mu
 }
 
 func validUserName(name string) error {
@@ -65,7 +68,7 @@ func validUserName(name string) error {
 
 // openUserStore loads <dataDir>/users.json, seeding it while empty.
 func openUserStore(dataDir string, seeds []UserSeed) (*userStore, error) {
-	s := &userStore{path: filepath.Join(dataDir, "users.json"), users: map[string]storedUser{}}
+	s := &userStore{path: filepath.Join(dataDir, "users.json"), users: map[string]storedUser{}, verified: newVerifiedCache()}
 	s.dummy = hashUser("@dummy", "dummy-password")
 	data, err := os.ReadFile(s.path)
 	switch {
@@ -116,15 +119,27 @@ func (s *userStore) save() error {
 // name exists, match that the password is theirs. An unknown name still
 // costs one hash (constant timing). The built-in fibril/fibril rule is the
 // Session machine's (it knows the peer and the config), not the store's.
+//
+// A (name, password) checked before, against what the store still holds,
+// is answered from the verified cache without hashing (authcache.go).
 func (s *userStore) lookup(name, password string) (known, match bool) {
+	id := s.verified.id(name, password)
 	s.mu.Lock()
 	u, known := s.users[name]
+	cached, hit := s.verified.get(id, known, u.Hash)
 	s.mu.Unlock()
+	if hit {
+		return known, cached
+	}
 	if !known {
 		s.verify(s.dummy, password)
-		return false, false
+	} else {
+		match = s.verify(u, password)
 	}
-	return true, s.verify(u, password)
+	s.mu.Lock()
+	s.verified.put(id, verifiedEntry{known: known, match: match, storedHash: u.Hash})
+	s.mu.Unlock()
+	return known, match
 }
 
 func (s *userStore) verify(u storedUser, password string) bool {
