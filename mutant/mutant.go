@@ -86,4 +86,9 @@ const (
 	// of a StreamDeliveries batch is cleared on its way to the session, so
 	// its DELIVERs lack fibril.speculative: 1.
 	StreamSpeculativeFlagLost = "stream-speculative-flag-lost"
+	// StreamReadCacheStale (core/stream/readcache.go): the read cache
+	// answers for an offset with the record cached before it, when it holds
+	// that one: a subscriber served from the cache gets another record's
+	// body under the offset.
+	StreamReadCacheStale = "stream-read-cache-stale"
 )

@@ -63,6 +63,7 @@ func mutants() []brokenVariant {
 		{name: "stream-no-retention", active: mutant.StreamNoRetention},
 		{name: "stream-eager-retention", active: mutant.StreamEagerRetention},
 		{name: "stream-speculative-flag-lost", active: mutant.StreamSpeculativeFlagLost},
+		{name: "stream-read-cache-stale", active: mutant.StreamReadCacheStale},
 		{name: "confirm-before-durable", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &confirmEarly{Partition: p, early: map[uint64]bool{}}
 		}},

@@ -1,6 +1,9 @@
 package stream
 
-import "github.com/fibril-go/fibril/core"
+import (
+	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/mutant"
+)
 
 // The read cache: the records of recent log reads, kept so that
 // subscriptions catching up over the same stretch of the log share reads.
@@ -41,6 +44,12 @@ type readCache struct {
 // get returns the cached record at offset, if any.
 func (c *readCache) get(offset uint64) (cachedRecord, bool) {
 	rec, ok := c.recs[offset]
+	// Broken on purpose under the mutant: the record before it, if cached.
+	if ok && offset > 0 && mutant.On(mutant.StreamReadCacheStale) {
+		if prev, held := c.recs[offset-1]; held {
+			return prev, true
+		}
+	}
 	return rec, ok
 }
 
