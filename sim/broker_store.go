@@ -62,6 +62,9 @@ type roundState struct {
 	scheduled bool
 	inFlight  bool
 	dirty     bool // appends since the round in flight started
+	// noBitRot: the round in flight truncates a stream (see startRound);
+	// setFaults keeps bit rot off until it ends, whatever opens meanwhile.
+	noBitRot bool
 }
 
 type pendingSnapshot struct {
@@ -117,6 +120,14 @@ func newBrokerStore(b *Broker) *brokerStore {
 // hole under records already read back and synced by recovery, which no
 // storage survives.
 func (s *brokerStore) setFaults() {
+	if s.round.inFlight && s.round.noBitRot {
+		// A partition opening while a stream truncation runs must not
+		// switch bit rot back on under it (streams seed 920, swarm: four
+		// queue partitions loaded mid-round did, and the truncation wrote
+		// a flipped bit to disk).
+		s.recoveryFaults()
+		return
+	}
 	f := &s.b.w.faults
 	s.fs.SetFaults(simfs.Faults{FsyncErrorRatio: f.FsyncErrorRatio, BitRotRatio: f.BitRotRatio}, s.b.rng)
 }
@@ -313,7 +324,6 @@ func (s *brokerStore) startRound() {
 	s.round = roundState{inFlight: true}
 	nodeRecords := s.nodePending
 	s.nodePending = nil
-	s.setFaults()
 	for _, j := range jobs {
 		if j.snap != nil && j.st.stream != nil {
 			// No bit rot while a stream truncation runs: SaveSnapshot's
@@ -322,9 +332,10 @@ func (s *brokerStore) startRound() {
 			// in that read is written to disk and the log never recovers
 			// (streams seed 765, swarm; reported to storage). Queue
 			// snapshots keep it, as before.
-			s.recoveryFaults()
+			s.round.noBitRot = true
 		}
 	}
+	s.setFaults()
 	s.awaitWorker(s.fs.gate.run(func() { s.runRound(nodeRecords, jobs) }))
 }
 
