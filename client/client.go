@@ -26,6 +26,9 @@ type Client struct {
 	addr   string
 	opts   ClientOptions
 	routes *routeCache
+	// cohorts holds the member id and the assignments of exclusive
+	// subscriptions (cohort.go).
+	cohorts *cohortTable
 	// streams is the catalogue of known streams (stream.go).
 	streams *streamCatalogue
 
@@ -56,8 +59,9 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{addr: addr, opts: resolved, routes: newRouteCache(), streams: newStreamCatalogue(), dialSlot: make(chan struct{}, 1)}
-	eng, err := connect(ctx, addr, resolved, c.routes, nil)
+	c := &Client{addr: addr, opts: resolved, routes: newRouteCache(), cohorts: newCohortTable(resolved),
+		streams: newStreamCatalogue(), dialSlot: make(chan struct{}, 1)}
+	eng, err := connect(ctx, addr, resolved, c.routes, c.cohorts, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +85,7 @@ func (c *Client) Close() error {
 	c.closed = true
 	eng := c.eng
 	c.mu.Unlock()
+	c.cohorts.close()
 	eng.shutdown(ErrClientClosed)
 	// An engine lost earlier kept its subscriptions for a resume that will not
 	// come now.
@@ -179,7 +184,7 @@ func (c *Client) redial(ctx context.Context) (*engine, error) {
 	// Streams are not reconciled (PROTOCOL §7.5): they are subscribed again
 	// once the new engine is installed.
 	streams := old.liveStreamSubs()
-	eng, err := connect(ctx, c.addr, c.opts, c.routes, planResume(old))
+	eng, err := connect(ctx, c.addr, c.opts, c.routes, c.cohorts, planResume(old))
 	if err != nil {
 		old.closeSubscriptions(connectionLost(err))
 		return nil, err

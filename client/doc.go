@@ -44,6 +44,24 @@
 // 30 s) and from DeclareQueue. Confirmed publishes follow a REDIRECT up to
 // MaxRedirects times on the current connection.
 //
+// # Exclusive consumer groups
+//
+// SubscribeTopicExclusive (or SubscribeTopic with SubscribeOptions.ConsumerGroup)
+// joins the queue's cohort: every partition is subscribed with consumer_group
+// (and ConsumerTarget, a soft maximum), and the broker delivers each partition
+// to one member at a time (PROTOCOL §7.6, SPEC §4). The client's first
+// exclusive SUBSCRIBE goes alone and without member_id; the id the broker
+// mints (Subscription.MemberID) is cached for the client's life and sent on
+// every later exclusive SUBSCRIBE, in the RECONCILE_CLIENT entries of
+// exclusive subscriptions (with their cohort id and target) and over every
+// later connection, so the cohort keeps seeing one member across reconnects.
+// ASSIGNMENT_CHANGED pushes update Subscription.Assignment and reach
+// ClientOptions.OnAssignmentChanged on a goroutine of their own, per cohort in
+// growing generation order, stale ones dropped; notices that arrive while the
+// callback runs are merged, so a slow callback skips generations and holds up
+// nothing else. SUBSCRIBE_ERR 409 and 400 to an exclusive subscribe are a
+// *CohortError (ErrCohortConflict, ErrCohortInvalid).
+//
 // # Errors
 //
 // Broker errors are *BrokerError; IsRetryable says whether trying again can help.

@@ -62,7 +62,9 @@ type engine struct {
 	reader *bufio.Reader
 	opts   ClientOptions
 	routes *routeCache
-	log    *slog.Logger
+	// cohorts is the client's cohort table (cohort.go), shared by its engines.
+	cohorts *cohortTable
+	log     *slog.Logger
 
 	helloOk wire.HelloOk
 	// sess is the broker-side session this engine serves; set once the handshake
@@ -101,12 +103,13 @@ type engine struct {
 	readerDone  chan struct{}
 }
 
-func newEngine(conn transport.Conn, opts ClientOptions, routes *routeCache) *engine {
+func newEngine(conn transport.Conn, opts ClientOptions, routes *routeCache, cohorts *cohortTable) *engine {
 	e := &engine{
 		conn:         conn,
 		reader:       bufio.NewReaderSize(conn, readBufferBytes),
 		opts:         opts,
 		routes:       routes,
+		cohorts:      cohorts,
 		log:          opts.Logger.With("broker", conn.RemoteAddr().String(), "transport", conn.Kind()),
 		writeQueue:   make(chan []byte, writeQueueFramesMax),
 		requestSlots: make(chan struct{}, requestsPendingMax),

@@ -111,7 +111,51 @@ var (
 	ErrStreamSettlement = errors.New("stream deliveries are settled only by Ack: streams have no retry or dead-letter path")
 	// ErrStreamNotFound matches a *StreamNotFoundError.
 	ErrStreamNotFound = errors.New("stream not found: declare it first with DeclarePlexus")
+	// ErrCohortConflict matches a *CohortError for SUBSCRIBE_ERR 409.
+	ErrCohortConflict = errors.New("exclusive subscribe conflict: the queue has another cohort id " +
+		"(one cohort per queue: use a separate group for an unrelated consumer set), " +
+		"or this connection has another member id, or the partition is already subscribed on it")
+	// ErrCohortInvalid matches a *CohortError for SUBSCRIBE_ERR 400.
+	ErrCohortInvalid = errors.New("exclusive subscribe refused as invalid: a nil member id, a plexus stream, " +
+		"or a broker without exclusive consumer groups")
 )
+
+// CohortError: an exclusive SUBSCRIBE (one with a consumer group) answered
+// SUBSCRIBE_ERR 409 or 400 (PROTOCOL §5.6 checks 2-5, §6.1). errors.Is matches
+// ErrCohortConflict for 409 and ErrCohortInvalid for 400; errors.As also finds
+// the *BrokerError, whose message says which check failed. Neither is
+// retryable (IsRetryable).
+type CohortError struct {
+	Topic         string
+	Group         string // "" is the default namespace
+	Partition     uint32
+	ConsumerGroup string
+	// MemberID is the member id the SUBSCRIBE carried; the nil UUID when it
+	// carried none (the first exclusive subscribe of the client).
+	MemberID UUID
+	Broker   *BrokerError
+}
+
+func (e *CohortError) Error() string {
+	member := "none"
+	if !e.MemberID.IsNil() {
+		member = e.MemberID.String()
+	}
+	return fmt.Sprintf("exclusive subscribe to %s partition %d (cohort %q, member id %s): %v",
+		e.Topic, e.Partition, e.ConsumerGroup, member, e.Broker)
+}
+
+func (e *CohortError) Is(target error) bool {
+	switch target {
+	case ErrCohortConflict:
+		return e.Broker.Code == CodeConflict
+	case ErrCohortInvalid:
+		return e.Broker.Code == CodeInvalid
+	}
+	return false
+}
+
+func (e *CohortError) Unwrap() error { return e.Broker }
 
 // StreamNotFoundError: SUBSCRIBE_STREAM answered SUBSCRIBE_ERR 404, the stream
 // (or the partition) does not exist (PROTOCOL §5.11). errors.Is matches

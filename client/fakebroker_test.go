@@ -70,6 +70,16 @@ type fakeScript struct {
 	// streamRecordsEach: records sent per SUBSCRIBE_STREAM, from the start
 	// offset (Offset(n): n; a durable name: its acked cursor; else 0).
 	streamRecordsEach int
+	// cohortReject, when set, may refuse an exclusive SUBSCRIBE (one with a
+	// consumer_group) with the SUBSCRIBE_ERR it returns; nil lets it through.
+	cohortReject func(wire.Subscribe) *wire.ErrorBody
+	// omitMemberID answers exclusive SUBSCRIBEs without member_id, as a broker
+	// that ignores cohorts would.
+	omitMemberID bool
+	// mintDelay holds the SUBSCRIBE_OK of an exclusive SUBSCRIBE without
+	// member_id this long, so a client that does not wait for the minted id
+	// sends its next SUBSCRIBE before the reply.
+	mintDelay time.Duration
 }
 
 type fakeBroker struct {
@@ -94,6 +104,7 @@ type fakeBroker struct {
 	streamSubIDs map[string]uint64   // "topic/partition" → the last SUBSCRIBE_STREAM's sub id
 	cursors      map[string]uint64   // "name/topic/partition" → next offset (ACK max+1)
 	identity     wire.ResumeIdentity // the last one HELLO_OK issued
+	memberIDs    int                 // cohort member ids minted so far
 
 	frames chan recorded
 }
@@ -109,6 +120,9 @@ type fakeConn struct {
 	conn          transport.Conn
 	mu            sync.Mutex
 	lastRequestID uint64 // the fake's own id space for pushes (§7.1)
+	// memberID is the cohort member id established on this connection (the
+	// nil UUID until an exclusive SUBSCRIBE); only serve's goroutine uses it.
+	memberID wire.UUID
 }
 
 func (fc *fakeConn) send(op wire.Opcode, requestID uint64, body wire.Body) {
@@ -579,13 +593,29 @@ func (fb *fakeBroker) onPublish(fc *fakeConn, h wire.Header, key wire.QueueKey, 
 
 func (fb *fakeBroker) onSubscribe(fc *fakeConn, h wire.Header, m wire.Subscribe) {
 	fb.mu.Lock()
-	fb.nextSubID++
-	subID := fb.nextSubID
 	script := fb.script
 	fb.mu.Unlock()
-	fc.send(wire.OpSubscribeOk, h.RequestID, wire.SubscribeOk{
-		SubID: subID, Topic: m.Topic, Partition: m.Partition, Group: m.Group, Prefetch: m.Prefetch,
-	})
+	ok := wire.SubscribeOk{Topic: m.Topic, Partition: m.Partition, Group: m.Group, Prefetch: m.Prefetch}
+	if m.ConsumerGroup.Present {
+		memberID, refused := fb.resolveMember(fc, m, script)
+		if refused != nil {
+			fc.send(wire.OpSubscribeErr, h.RequestID, *refused)
+			return
+		}
+		ok.ConsumerGroup, ok.ConsumerTarget = m.ConsumerGroup, m.ConsumerTarget
+		if !script.omitMemberID {
+			ok.MemberID = wire.Some(memberID)
+		}
+		if !m.MemberID.Present && script.mintDelay > 0 {
+			time.Sleep(script.mintDelay) // widens the window a racing client would use
+		}
+	}
+	fb.mu.Lock()
+	fb.nextSubID++
+	subID := fb.nextSubID
+	fb.mu.Unlock()
+	ok.SubID = subID
+	fc.send(wire.OpSubscribeOk, h.RequestID, ok)
 	payload := script.deliveryPayload
 	if payload == nil {
 		payload = []byte("hello")
@@ -607,6 +637,33 @@ func (fb *fakeBroker) onSubscribe(fc *fakeConn, h wire.Header, m wire.Subscribe)
 			ContentType: contentType, Headers: script.deliveryHeaders, Payload: payload,
 		})
 	}
+}
+
+// resolveMember runs PROTOCOL 5.6 checks 4 and 5 and the member id
+// resolution for an exclusive SUBSCRIBE on fc: a sent id is used and must
+// match the connection's; else the connection's; else a fresh one is minted
+// ({0xC0, n}). cohortReject may refuse first.
+func (fb *fakeBroker) resolveMember(fc *fakeConn, m wire.Subscribe, script fakeScript) (wire.UUID, *wire.ErrorBody) {
+	if script.cohortReject != nil {
+		if refused := script.cohortReject(m); refused != nil {
+			return wire.UUID{}, refused
+		}
+	}
+	sent, hasSent := m.MemberID.Get()
+	switch {
+	case hasSent && sent.IsNil():
+		return wire.UUID{}, &wire.ErrorBody{Code: wire.CodeInvalid, Message: "nil member id"}
+	case hasSent && !fc.memberID.IsNil() && sent != fc.memberID:
+		return wire.UUID{}, &wire.ErrorBody{Code: wire.CodeConflict, Message: "member id conflict"}
+	case hasSent:
+		fc.memberID = sent
+	case fc.memberID.IsNil():
+		fb.mu.Lock()
+		fb.memberIDs++
+		fc.memberID = wire.UUID{0xC0, byte(fb.memberIDs)}
+		fb.mu.Unlock()
+	}
+	return fc.memberID, nil
 }
 
 // update changes the script of a running fake.

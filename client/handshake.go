@@ -25,7 +25,8 @@ import (
 
 // connect dials addr and runs the handshake; the returned engine is started.
 // plan is nil on the first connect, else what the replaced engine carries over.
-func connect(ctx context.Context, addr string, opts ClientOptions, routes *routeCache, plan *resumePlan) (*engine, error) {
+func connect(ctx context.Context, addr string, opts ClientOptions, routes *routeCache, cohorts *cohortTable,
+	plan *resumePlan) (*engine, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opts.HandshakeTimeout)
@@ -35,7 +36,7 @@ func connect(ctx context.Context, addr string, opts ClientOptions, routes *route
 	if err != nil {
 		return nil, err
 	}
-	e := newEngine(conn, opts, routes)
+	e := newEngine(conn, opts, routes, cohorts)
 	// The handshake reads block; closing the connection is what unblocks them
 	// when ctx ends.
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })

@@ -138,6 +138,19 @@ type ClientOptions struct {
 	HandshakeTimeout time.Duration
 	// Logger receives connection events. Nil means slog.Default().
 	Logger *slog.Logger
+	// OnAssignmentChanged, when set, receives the ASSIGNMENT_CHANGED notices
+	// of the cohorts this client joined (SubscribeTopicExclusive), per cohort
+	// in growing generation order; a notice at or below the last generation
+	// seen for its (topic, group, consumer group) is dropped. It runs on a
+	// goroutine of its own, one call at a time, never on the connection's
+	// reader, so a slow callback delays no delivery. While it runs, newer
+	// notices of a cohort are merged into one (the latest assignment, with
+	// Added and Revoked spanning the merged notices), so a slow callback
+	// skips generations but never sees a stale assignment and the client
+	// queues at most one notice per cohort. Notices still pending when the
+	// client closes are dropped. Subscription.Assignment reflects every
+	// accepted notice at once, whatever the callback is doing.
+	OnAssignmentChanged func(AssignmentChange)
 }
 
 func (o ClientOptions) resolved() (ClientOptions, error) {

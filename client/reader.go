@@ -9,6 +9,8 @@ package client
 //     unmatched REDIRECT or SUBSCRIBE_ERR is ignored; unknown opcodes are ignored.
 //   - The reader never blocks on the writer: PONG is dropped when the write queue
 //     is full (the writer is busy, so the broker is hearing from us anyway).
+//   - The reader never waits for ClientOptions.OnAssignmentChanged: notices are
+//     recorded and queued for the cohort table's own goroutine (cohort.go).
 
 import (
 	"context"
@@ -80,6 +82,13 @@ func (e *engine) dispatch(h wire.Header, payload []byte) error {
 		}
 		e.onTopologyUpdate(h.RequestID, tu)
 		return nil
+	case wire.OpAssignmentChanged:
+		ac, err := wire.DecodeAssignmentChanged(payload)
+		if err != nil {
+			return fmt.Errorf("%w: malformed ASSIGNMENT_CHANGED: %w", ErrProtocol, err)
+		}
+		e.onAssignmentChanged(ac)
+		return nil
 	case wire.OpGoingAway:
 		if ga, err := wire.DecodeGoingAway(payload); err == nil {
 			// Like Fibril's Go client we do not act on it: the reconnect path
@@ -111,7 +120,7 @@ func (e *engine) dispatch(h wire.Header, payload []byte) error {
 		}
 		e.resolve(c, reply{op: h.Opcode, body: body})
 	}
-	return nil // ASSIGNMENT_CHANGED, RECONCILE_SERVER, unknown opcodes
+	return nil // RECONCILE_SERVER, unknown opcodes
 }
 
 // isReplyOpcode lists the frames that answer a request by its id.

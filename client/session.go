@@ -12,7 +12,8 @@ package client
 //   - A delivery settles only over an engine of its own session; from a stale
 //     session it returns ErrStaleDelivery and sends no frame.
 //   - RECONCILE_CLIENT lists the remembered subscriptions sorted by sub id, under
-//     the ids the old connection used; after the result is applied, every
+//     the ids the old connection used, exclusive ones with their cohort id,
+//     target and the client's member id; after the result is applied, every
 //     remembered subscription is either registered on the new engine under the
 //     broker's id or closed with a *SubscriptionClosedError (code 40 when the
 //     result does not mention it).
@@ -126,15 +127,30 @@ func (e *engine) liveParts() []*partitionSub {
 	return live
 }
 
-// reconcileRequest builds RECONCILE_CLIENT from the remembered partitions.
+// reconcileRequest builds RECONCILE_CLIENT from the remembered partitions. An
+// exclusive subscription's entries carry its cohort id, target and the
+// client's member id, so that a restore rejoins the cohort as the same member
+// (§7.8 "used when restoring").
 func (p *resumePlan) reconcileRequest(policy wire.ReconcilePolicy) wire.ReconcileClient {
 	req := wire.ReconcileClient{Policy: policy, Subscriptions: make([]wire.ReconcileSub, 0, len(p.parts))}
 	for _, part := range p.parts {
 		s := part.sub
-		req.Subscriptions = append(req.Subscriptions, wire.ReconcileSub{
+		entry := wire.ReconcileSub{
 			SubID: part.subID, Topic: s.topic, Partition: part.partition, Group: groupOpt(s.group),
 			AutoAck: s.autoAck, Prefetch: s.prefetch,
-		})
+		}
+		if s.isExclusive() {
+			entry.ConsumerGroup = wire.Some(s.consumerGroup)
+			if s.consumerTarget != 0 {
+				entry.ConsumerTarget = wire.Some(s.consumerTarget)
+			}
+			// The client's id, not the subscription's: one member identity per
+			// connection (§5.6 check 5), so every entry names the same one.
+			if id, ok := s.client.cohorts.member(); ok {
+				entry.MemberID = wire.Some(id)
+			}
+		}
+		req.Subscriptions = append(req.Subscriptions, entry)
 	}
 	return req
 }
@@ -143,6 +159,9 @@ func (p *resumePlan) reconcileRequest(policy wire.ReconcilePolicy) wire.Reconcil
 type reconcileVerdict struct {
 	keep     bool
 	newSubID uint64
+	// memberID is the member id of the server view of a kept entry, when it
+	// names one: the id the broker resolved for the restored subscription.
+	memberID wire.Optional[wire.UUID]
 	closeErr *SubscriptionClosedError
 }
 
@@ -164,11 +183,14 @@ func (p *resumePlan) verdicts(result wire.ReconcileResult) map[*partitionSub]rec
 		}
 		delete(byID, view.SubID)
 		if entry.Action == wire.ReconcileKeep {
-			newID := view.SubID
+			verdict := reconcileVerdict{keep: true, newSubID: view.SubID}
 			if server, ok := entry.Server.Get(); ok {
-				newID = server.SubID
+				verdict.newSubID = server.SubID
+				if id, ok := server.MemberID.Get(); ok && !id.IsNil() && part.sub.isExclusive() {
+					verdict.memberID = server.MemberID
+				}
 			}
-			out[part] = reconcileVerdict{keep: true, newSubID: newID}
+			out[part] = verdict
 			continue
 		}
 		// close_client_side, recreate_client_side, and close_server_side naming
@@ -202,15 +224,19 @@ func (e *engine) applyReconcile(p *resumePlan, result wire.ReconcileResult) {
 			}
 			continue
 		}
-		part.sub.moveTo(e, part, v.newSubID)
+		if id, ok := v.memberID.Get(); ok {
+			part.sub.client.cohorts.adopt(id)
+		}
+		part.sub.moveTo(e, part, v.newSubID, v.memberID)
 	}
 	for _, sub := range closing {
 		sub.closeWith(closeErrs[sub])
 	}
 }
 
-// moveTo re-registers one kept partition of s on e under newSubID.
-func (s *Subscription) moveTo(e *engine, part *partitionSub, newSubID uint64) {
+// moveTo re-registers one kept partition of s on e under newSubID, noting the
+// member id the broker named for it, if any.
+func (s *Subscription) moveTo(e *engine, part *partitionSub, newSubID uint64, memberID wire.Optional[wire.UUID]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.detached {
@@ -220,6 +246,9 @@ func (s *Subscription) moveTo(e *engine, part *partitionSub, newSubID uint64) {
 		// First partition moved: the others are re-added one by one.
 		s.eng = e
 		s.parts = s.parts[:0]
+	}
+	if id, ok := memberID.Get(); ok {
+		s.memberID = id
 	}
 	part.subID = newSubID
 	s.parts = append(s.parts, part)

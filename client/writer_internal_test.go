@@ -68,7 +68,7 @@ func TestWriterBatchesFramesPerWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEngine(conn, opts, newRouteCache())
+	e := newEngine(conn, opts, newRouteCache(), newCohortTable(opts))
 	defer e.fail(errors.New("test over"))
 
 	const queued = 500 // 500 × 20-byte PINGs: well under one 64 KiB buffer
