@@ -25,12 +25,14 @@ func (p *Partition) apply(e *Entry) {
 	case EntryAck:
 		p.mustGet(e.Offset, stateInflight, "acked message is inflight")
 		p.timed--
+		p.inflightCount--
 		p.settleMessage(e.Offset)
 	case EntryRequeue:
 		m := p.mustGet(e.Offset, stateInflight, "requeued message is inflight")
 		assertTrue(e.Retries == m.retries+1, "a requeue counts one attempt")
 		m.retries, m.tag, m.subID = e.Retries, 0, 0
 		p.timed--
+		p.inflightCount--
 		p.makeReadyOrDelayed(e.Offset, m, e.AtMs)
 	case EntryRelease:
 		m := p.mustGet(e.Offset, stateDelayed, "released message is delayed")
@@ -101,6 +103,7 @@ func (p *Partition) applyTake(e *Entry) {
 	}
 	m.state, m.tag, m.dueMs = stateInflight, e.Tag, e.AtMs
 	p.timed++
+	p.inflightCount++
 	p.pushTimer(timer{atMs: e.AtMs, offset: offset})
 }
 
@@ -123,9 +126,13 @@ func (p *Partition) leaveState(m *message) {
 	switch m.state {
 	case stateReady:
 		p.readyCount--
-	case stateInflight, stateDelayed:
+	case stateInflight:
+		p.timed--
+		p.inflightCount--
+	case stateDelayed:
 		p.timed--
 	}
+	assertTrue(p.inflightCount >= 0, "the inflight count never goes negative")
 }
 
 // settleMessage removes a message for good.

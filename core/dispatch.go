@@ -22,8 +22,8 @@ func (p *Partition) dispatch() {
 		progress := false
 		for i := 0; i < n; i++ {
 			sub := p.subs[p.subOrder[(start+i)%n]]
-			if !p.hasCredit(sub) {
-				continue
+			if !p.hasCredit(sub) || !p.exclusiveGateAdmits(sub) {
+				continue // the exclusive gate only narrows who may receive
 			}
 			offset, ok := p.nextDeliverable()
 			if !ok {

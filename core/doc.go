@@ -32,7 +32,9 @@
 // Declare (queue settings), SetGlobalDLQ, Publish (optionally delayed, with
 // TTL and confirm), Subscribe / Unsubscribe, PauseSubscription (no new deliveries while a
 // session has no transport; volatile), Ack (complete), Nack (retry,
-// retry-after, fail), DeadLetterDone (a dead-letter copy is stored).
+// retry-after, fail), DeadLetterDone (a dead-letter copy is stored),
+// SetOwner (the exclusive owner among Exclusive subscriptions, with a
+// generation that only grows; volatile, never answered: see exclusive.go).
 //
 // Entries (the log): Declare, GlobalDLQ, Publish, Lease (ready -> inflight),
 // AutoAck (ready -> settled at delivery), Ack (inflight -> settled), Requeue

@@ -53,13 +53,16 @@ type Publish struct {
 }
 
 // Subscribe opens subscription SubID (allocated by the driver, unique per
-// partition while it lives) with a prefetch bound.
+// partition while it lives) with a prefetch bound. Exclusive makes it a
+// cohort member's subscription (docs/cohorts.md): it is delivered to only
+// while it is the partition's owner (SetOwner) and the gate is open.
 type Subscribe struct {
-	NowMs    int64
-	Ref      uint64
-	SubID    uint64
-	Prefetch uint32
-	AutoAck  bool
+	NowMs     int64
+	Ref       uint64
+	SubID     uint64
+	Prefetch  uint32
+	AutoAck   bool
+	Exclusive bool
 }
 
 // Unsubscribe ends a subscription; its unsettled deliveries requeue at once.
@@ -116,3 +119,18 @@ type PauseSubscription struct {
 }
 
 func (in *PauseSubscription) nowMs() int64 { return in.NowMs }
+
+// SetOwner names the partition's exclusive owner: the one exclusive
+// subscription that may receive deliveries (docs/cohorts.md, "The gate").
+// SubID 0 means nobody; SubID need not be subscribed yet. A Generation below
+// the last one applied is a late envelope and is ignored. SetOwner is never
+// answered (the Node does not wait for a hand-over), so Ref is only carried
+// for the driver's bookkeeping; nothing of it is logged.
+type SetOwner struct {
+	NowMs      int64
+	Ref        uint64
+	SubID      uint64
+	Generation uint64
+}
+
+func (in *SetOwner) nowMs() int64 { return in.NowMs }

@@ -41,6 +41,9 @@ func (p *Partition) CheckInvariants() error {
 	if counts[stateReady] != p.readyCount {
 		return fmt.Errorf("ready count %d, but %d messages are ready", p.readyCount, counts[stateReady])
 	}
+	if p.inflightCount != counts[stateInflight] {
+		return fmt.Errorf("inflight count %d, but %d messages are inflight", p.inflightCount, counts[stateInflight])
+	}
 	if p.timed != counts[stateInflight]+counts[stateDelayed] {
 		return fmt.Errorf("timed count %d, but %d messages are inflight or delayed", p.timed, counts[stateInflight]+counts[stateDelayed])
 	}

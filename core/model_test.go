@@ -50,6 +50,9 @@ type mSub struct {
 	tags     map[uint64]uint64 // tag -> offset
 	sentStep int               // auto-ack deliveries in the current step
 	paused   bool              // PauseSubscription: no new deliveries
+	// exclusive: delivered to only while it is the owner and nothing of the
+	// partition is inflight except its own deliveries (docs/cohorts.md).
+	exclusive bool
 }
 
 type model struct {
@@ -62,6 +65,10 @@ type model struct {
 	queue      QueueID
 	msgs       map[uint64]*mMsg
 	subs       map[uint64]*mSub
+	// owner and ownerGeneration: the last SetOwner applied (volatile, like
+	// subs: a restart forgets them).
+	owner           uint64
+	ownerGeneration uint64
 }
 
 func newModel(cfg Config) *model {
@@ -173,6 +180,79 @@ func (m *model) hasCredit(s *mSub) bool {
 	return uint32(len(s.tags)) < s.prefetch
 }
 
+// inflightHolders lists, in offset order, who holds each inflight message:
+// a subscription id, or 0 for a lease recovered after a restart (held by no
+// live subscription).
+func (m *model) inflightHolders() []uint64 {
+	var holders []uint64
+	for _, off := range m.sortedOffsets() {
+		if x := m.msgs[off]; x.state == mInflight {
+			holders = append(holders, x.sub)
+		}
+	}
+	return holders
+}
+
+// gateAdmits is the exclusive gate as the doc words it: an exclusive
+// subscription may receive only if it is the owner and every inflight
+// message is leased to it. Non-exclusive subscriptions are not gated.
+func (m *model) gateAdmits(id uint64, s *mSub) bool {
+	if !s.exclusive {
+		return true
+	}
+	if id != m.owner {
+		return false
+	}
+	for _, holder := range m.inflightHolders() {
+		if holder != id {
+			return false
+		}
+	}
+	return true
+}
+
+// mayReceive: credit, not paused, and through the exclusive gate.
+func (m *model) mayReceive(id uint64, s *mSub) bool {
+	return m.hasCredit(s) && m.gateAdmits(id, s)
+}
+
+// checkExclusiveDelivery holds a delivery to an exclusive subscription to
+// the two cohort properties: it goes to the current owner only, and at that
+// moment no other subscription (nor a recovered lease held by nobody) holds
+// an unsettled delivery of the partition, so two consumers never work the
+// partition at once.
+func (m *model) checkExclusiveDelivery(d Delivery) error {
+	if d.SubID != m.owner {
+		return fmt.Errorf("exclusive delivery of offset %d to subscription %d, but the owner is %d", d.Offset, d.SubID, m.owner)
+	}
+	for _, holder := range m.inflightHolders() {
+		switch {
+		case holder == 0:
+			return fmt.Errorf("exclusive subscription %d received offset %d while an orphaned recovered lease is unsettled", d.SubID, d.Offset)
+		case holder != d.SubID:
+			return fmt.Errorf("exclusive subscription %d received offset %d while subscription %d holds an unsettled delivery", d.SubID, d.Offset, holder)
+		}
+	}
+	return nil
+}
+
+// checkExclusiveStep holds a whole step to the same property: once the step
+// delivered to exclusive subscription receiver, nobody else holds an
+// unsettled delivery at its end, except non-exclusive subscriptions (which
+// the gate does not hold back, so a queue mixing both has no ordering
+// promise). receiver is 0 when no exclusive subscription received.
+func (m *model) checkExclusiveStep(receiver uint64) error {
+	if receiver == 0 {
+		return nil
+	}
+	for _, holder := range m.inflightHolders() {
+		if s := m.subs[holder]; holder != receiver && (s == nil || s.exclusive) {
+			return fmt.Errorf("after a step that delivered to exclusive subscription %d, holder %d (0: a recovered lease) has an unsettled delivery", receiver, holder)
+		}
+	}
+	return nil
+}
+
 // checkDelivery holds one delivery against every delivery rule, then applies it.
 func (m *model) checkDelivery(d Delivery) error {
 	x := m.msgs[d.Offset]
@@ -199,6 +279,11 @@ func (m *model) checkDelivery(d Delivery) error {
 	case d.Retries != x.retries:
 		return fmt.Errorf("offset %d delivered with retries %d, model has %d", d.Offset, d.Retries, x.retries)
 	}
+	if sub.exclusive {
+		if err := m.checkExclusiveDelivery(d); err != nil {
+			return err
+		}
+	}
 	if low, _ := m.lowestDeliverable(); low != d.Offset {
 		return fmt.Errorf("delivered offset %d, but %d is lower and deliverable", d.Offset, low)
 	}
@@ -212,15 +297,16 @@ func (m *model) checkDelivery(d Delivery) error {
 	return nil
 }
 
-// checkWorkConserving: after a step no subscription with credit waits while a
-// deliverable message exists.
+// checkWorkConserving: after a step no subscription with credit (and through
+// the exclusive gate) waits while a deliverable message exists. So the gate
+// is held both ways: never too open (checkDelivery), never shut for nothing.
 func (m *model) checkWorkConserving() error {
 	if _, ok := m.lowestDeliverable(); !ok {
 		return nil
 	}
 	for _, id := range slices.Sorted(maps.Keys(m.subs)) {
-		if m.hasCredit(m.subs[id]) {
-			return fmt.Errorf("subscription %d has credit while a message is deliverable", id)
+		if m.mayReceive(id, m.subs[id]) {
+			return fmt.Errorf("subscription %d may receive while a message is deliverable", id)
 		}
 	}
 	return nil
@@ -235,6 +321,9 @@ func (m *model) checkAgainst(p *Partition) error {
 		if paused, ok := p.SubscriptionPaused(id); !ok || paused != s.paused {
 			return fmt.Errorf("subscription %d paused=%v (exists %v) in core, paused=%v in model", id, paused, ok, s.paused)
 		}
+	}
+	if owner, generation := p.Owner(); owner != m.owner || generation != m.ownerGeneration {
+		return fmt.Errorf("owner %d (generation %d) in core, %d (generation %d) in model", owner, generation, m.owner, m.ownerGeneration)
 	}
 	for _, off := range m.sortedOffsets() {
 		x := m.msgs[off]

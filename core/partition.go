@@ -35,6 +35,12 @@ type Partition struct {
 	ttls       timerHeap // TTL deadlines
 	dlqTargets map[uint64]DLQTarget
 
+	// inflightCount: messages inflight, whoever holds them (a subscription,
+	// or nobody for a lease recovered after a restart). Derived from the
+	// entries, so a restart rebuilds it; the exclusive gate compares it with
+	// the owner's own count instead of scanning (exclusive.go).
+	inflightCount int
+
 	// Volatile state.
 	nowMs      int64
 	subs       map[uint64]*subscription
@@ -46,6 +52,10 @@ type Partition struct {
 	stepSerial uint64
 	stats      Stats
 	rd         Ready
+
+	// owner: who may receive exclusive deliveries (exclusive.go). Volatile:
+	// it names live subscriptions, and the Node sends it again after a restart.
+	owner exclusiveOwner
 }
 
 // subscription is one consumer's view of the partition.
@@ -61,6 +71,9 @@ type subscription struct {
 	// paused: no new deliveries (its session has no transport); volatile,
 	// like the subscription itself, so it is never logged.
 	paused bool
+	// exclusive: a cohort member's subscription, delivered to only while it
+	// owns the partition and the gate is open (exclusive.go).
+	exclusive bool
 }
 
 // Stats counts what happened since the partition was loaded (metrics).
@@ -142,6 +155,8 @@ func (p *Partition) Step(in Input) *Ready {
 		p.onDeadLetterDone(in)
 	case *PauseSubscription:
 		p.onPauseSubscription(in)
+	case *SetOwner:
+		p.onSetOwner(in)
 	default:
 		panic("fibril/core invariant violated: unknown input type")
 	}
@@ -245,7 +260,8 @@ func (p *Partition) onSubscribe(in *Subscribe) {
 	}
 	prefetch := max(in.Prefetch, 1) // PROTOCOL.md §5.6: 0 is treated as 1
 	prefetch = min(prefetch, p.cfg.PrefetchMax)
-	p.subs[in.SubID] = &subscription{id: in.SubID, prefetch: prefetch, autoAck: in.AutoAck, inflight: make(map[uint64]uint64)}
+	p.subs[in.SubID] = &subscription{id: in.SubID, prefetch: prefetch, autoAck: in.AutoAck, exclusive: in.Exclusive,
+		inflight: make(map[uint64]uint64)}
 	p.subOrder = insertSorted(p.subOrder, in.SubID)
 	p.rd.Replies = append(p.rd.Replies, Reply{Ref: in.Ref, Kind: ReplySubscribed})
 }

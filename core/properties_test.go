@@ -22,7 +22,7 @@ func drawInputs(t *rapid.T) []Input {
 	var ins []Input
 	for i := 0; i < n; i++ {
 		now += rapid.Int64Range(0, 700).Draw(t, "dt")
-		switch rapid.IntRange(0, 7).Draw(t, "kind") {
+		switch rapid.IntRange(0, 8).Draw(t, "kind") {
 		case 0, 1:
 			in := &Publish{NowMs: now, Confirm: true, Body: &Body{Payload: []byte{byte(i)}, Headers: []Header{{"k", strconv.Itoa(i)}}}}
 			if rapid.Bool().Draw(t, "ttl") {
@@ -33,7 +33,8 @@ func drawInputs(t *rapid.T) []Input {
 			}
 			ins = append(ins, in)
 		case 2:
-			ins = append(ins, &Subscribe{NowMs: now, SubID: uint64(rapid.IntRange(1, 3).Draw(t, "sub")), Prefetch: 2, AutoAck: rapid.Bool().Draw(t, "auto")})
+			ins = append(ins, &Subscribe{NowMs: now, SubID: uint64(rapid.IntRange(1, 3).Draw(t, "sub")), Prefetch: 2, AutoAck: rapid.Bool().Draw(t, "auto"),
+				Exclusive: rapid.Bool().Draw(t, "exclusive")})
 		case 3:
 			ins = append(ins, &Ack{NowMs: now, SubID: uint64(rapid.IntRange(1, 3).Draw(t, "sub")), Tags: []uint64{uint64(rapid.IntRange(1, 40).Draw(t, "tag"))}})
 		case 4:
@@ -45,6 +46,9 @@ func drawInputs(t *rapid.T) []Input {
 			ins = append(ins, &Declare{NowMs: now, DLQ: &DLQPolicy{Kind: DLQCustom, Target: DLQTarget{Topic: "dlq"}}, MaxRetries: u32(1)})
 		case 7:
 			ins = append(ins, &Tick{NowMs: now + 1500})
+		case 8:
+			ins = append(ins, &SetOwner{NowMs: now, SubID: uint64(rapid.IntRange(0, 3).Draw(t, "owner")),
+				Generation: uint64(rapid.IntRange(0, 5).Draw(t, "generation"))})
 		}
 	}
 	return ins

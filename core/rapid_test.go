@@ -35,6 +35,9 @@ type machine struct {
 	boundaries []uint64 // lastIndex after each step: where a crash may cut
 	history    map[uint64]*model
 	nextSub    uint64
+	// generation: the highest SetOwner generation drawn so far; like the
+	// Node's, it keeps growing across restarts of the partition.
+	generation uint64
 	oldTags    []uint64 // tags seen, for stale settles
 	// spilled holds, per offset the driver spilled (SpillBody), the ref it
 	// gave; a process-local choice, so a restart forgets it.
@@ -75,12 +78,22 @@ func (mc *machine) step(t *rapid.T, in Input) {
 	rd := mc.p.Step(in)
 	mc.m.noteEntries(rd.Persist)
 	mc.log = append(mc.log, rd.Persist...)
+	var exclusiveReceiver uint64
 	for _, d := range rd.Deliveries {
+		if sub := mc.m.subs[d.SubID]; sub != nil && sub.exclusive {
+			if exclusiveReceiver != 0 && exclusiveReceiver != d.SubID {
+				t.Fatalf("one step delivered to exclusive subscriptions %d and %d", exclusiveReceiver, d.SubID)
+			}
+			exclusiveReceiver = d.SubID
+		}
 		if err := mc.m.checkDelivery(d); err != nil {
 			t.Fatalf("delivery rule: %v", err)
 		}
 		mc.checkBody(t, d.Offset, d.Body)
 		mc.oldTags = append(mc.oldTags, d.Tag)
+	}
+	if err := mc.m.checkExclusiveStep(exclusiveReceiver); err != nil {
+		t.Fatalf("exclusive rule: %v", err)
 	}
 	mc.checkReplies(t, rd.Replies)
 	for _, s := range rd.Settled {
@@ -162,7 +175,11 @@ func (mc *machine) applyInputToModel(in Input) {
 		}
 		m.msgs[x.offset] = x
 	case *Subscribe:
-		m.subs[in.SubID] = &mSub{prefetch: max(in.Prefetch, 1), autoAck: in.AutoAck, tags: map[uint64]uint64{}}
+		m.subs[in.SubID] = &mSub{prefetch: max(in.Prefetch, 1), autoAck: in.AutoAck, exclusive: in.Exclusive, tags: map[uint64]uint64{}}
+	case *SetOwner:
+		if in.Generation >= m.ownerGeneration { // a lower one is a late envelope
+			m.owner, m.ownerGeneration = in.SubID, in.Generation
+		}
 	case *Unsubscribe:
 		sub := m.subs[in.SubID]
 		for _, tag := range slices.Sorted(mapKeys(sub.tags)) {
@@ -335,7 +352,11 @@ func (mc *machine) restart(t *rapid.T) {
 	mc.spilled = map[uint64]PayloadRef{}
 	mc.m = back.clone()
 	mc.m.nowMs, mc.m.durable = 0, durable
+	mc.m.owner, mc.m.ownerGeneration = 0, 0 // volatile: the Node names the owner again
 	for _, x := range mc.m.msgs {
+		if x.state == mInflight {
+			x.sub = 0 // a recovered lease: held by no live subscription
+		}
 		x.confirmWanted = false // the connections that wanted them are gone
 		x.copySeen = false      // pending copies are sent again
 		if x.state == mSettled {
@@ -388,6 +409,29 @@ func (mc *machine) pickSub(t *rapid.T) (uint64, *mSub) {
 	return id, mc.m.subs[id]
 }
 
+// setOwner names a random owner: mostly a live subscription, sometimes
+// nobody, the next id to be subscribed (SetOwner overtaking its Subscribe)
+// or an id that is gone; with a generation that mostly grows and sometimes
+// goes back (a late envelope, to be ignored).
+func (mc *machine) setOwner(t *rapid.T) {
+	candidates := []uint64{0, mc.nextSub}
+	if mc.nextSub > 1 {
+		candidates = append(candidates, mc.nextSub-1) // live or gone
+	}
+	for id := range mc.m.subs {
+		candidates = append(candidates, id, id) // live ones twice as likely
+	}
+	slices.Sort(candidates)
+	subID := rapid.SampledFrom(candidates).Draw(t, "owner")
+	step := rapid.IntRange(-2, 2).Draw(t, "generationStep")
+	generation := mc.generation + uint64(max(step, 0))
+	if step < 0 {
+		generation = mc.generation - min(mc.generation, uint64(-step))
+	}
+	mc.generation = max(mc.generation, generation)
+	mc.step(t, &SetOwner{NowMs: mc.clockMs, SubID: subID, Generation: generation})
+}
+
 func TestPartitionAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		mc := newMachine(t)
@@ -413,8 +457,9 @@ func TestPartitionAgainstModel(t *testing.T) {
 				id := mc.nextSub
 				mc.nextSub++
 				mc.step(t, &Subscribe{NowMs: mc.clockMs, SubID: id, Prefetch: uint32(rapid.IntRange(0, 4).Draw(t, "prefetch")),
-					AutoAck: rapid.IntRange(0, 4).Draw(t, "autoAck?") == 0})
+					AutoAck: rapid.IntRange(0, 4).Draw(t, "autoAck?") == 0, Exclusive: rapid.Bool().Draw(t, "exclusive?")})
 			},
+			"setOwner": func(t *rapid.T) { mc.setOwner(t) },
 			"unsubscribe": func(t *rapid.T) {
 				id, sub := mc.pickSub(t)
 				if sub == nil {

@@ -193,4 +193,7 @@ func (p *Partition) indexRestored(offset uint64, m *message) {
 		p.timed++
 		p.pushTimer(timer{atMs: m.dueMs, offset: offset})
 	}
+	if m.state == stateInflight {
+		p.inflightCount++ // a recovered lease: held by nobody, it keeps the exclusive gate shut
+	}
 }

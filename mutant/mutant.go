@@ -91,4 +91,9 @@ const (
 	// that one: a subscriber served from the cache gets another record's
 	// body under the offset.
 	StreamReadCacheStale = "stream-read-cache-stale"
+	// GateOpenEarly (core/exclusive.go): the exclusive gate opens for a new
+	// owner without waiting for the old owner's unsettled deliveries (nor
+	// for recovered leases or a non-exclusive subscription's), so two
+	// consumers work the partition at once and per-key order breaks.
+	GateOpenEarly = "gate-open-early"
 )
