@@ -1,7 +1,9 @@
 package node
 
 import (
+	"flag"
 	"maps"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -32,7 +34,30 @@ import (
 //   - CheckInvariants after every step (prefetch-bounded held deliveries,
 //     outbox bounds, at most one connection).
 func TestSessionAgainstModel(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
+	rapid.Check(t, checkSessionModel)
+	t.Logf("%d sessions, %d machine steps", sessModelSessions, sessModelSteps)
+}
+
+// TestSessionAgainstModelRegressions replays the fail files of defects the
+// model found (testdata/), so each stays fixed. announce-ends-session: a
+// subscription announced on a shutting-down session whose held deliveries
+// then overflowed the outbox; the cut ended the session, and its skeleton
+// was changed after it ended.
+func TestSessionAgainstModelRegressions(t *testing.T) {
+	for _, name := range []string{"session-announce-ends-session.fail"} {
+		t.Run(name, func(t *testing.T) {
+			prev := flag.Lookup("rapid.failfile").Value.String()
+			if err := flag.Set("rapid.failfile", filepath.Join("testdata", name)); err != nil {
+				t.Fatal(err)
+			}
+			defer flag.Set("rapid.failfile", prev)
+			rapid.Check(t, checkSessionModel)
+		})
+	}
+}
+
+func checkSessionModel(t *rapid.T) {
+	{
 		m := newSessModel(t)
 		var actions map[string]func(*rapid.T)
 		bind := func() {
@@ -77,8 +102,7 @@ func TestSessionAgainstModel(t *testing.T) {
 		}
 		m.finish(t)
 		sessModelSessions += sessions
-	})
-	t.Logf("%d sessions, %d machine steps", sessModelSessions, sessModelSteps)
+	}
 }
 
 var sessModelQueues = []core.QueueID{{Topic: "a"}, {Topic: "b", Group: "g"}}

@@ -177,6 +177,9 @@ func (s *Session) finishReconcile(run *reconcileRun) {
 		if s.subsByID[sub.id] == sub && sub.active {
 			s.announce(sub)
 		}
+		if s.ended {
+			return // announcing flushed held deliveries over the outbox bound: cut
+		}
 	}
 	s.skeletonChanged()
 	if run.gen == s.gen && s.conn != 0 && s.reconciling > 0 {

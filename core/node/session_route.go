@@ -340,6 +340,12 @@ func (s *Session) onSubscribed(op pendingOp) {
 		return
 	}
 	s.announce(sub)
+	if s.ended {
+		// Announcing flushed held deliveries, and one overflowed the outbox
+		// of a session already shutting down: the cut ended it (rapid
+		// found this). An ended session has no skeleton to change.
+		return
+	}
 	s.skeletonChanged()
 }
 
