@@ -470,8 +470,8 @@ func (s *StreamSubscription) push(e *engine, part *streamPartition, subID uint64
 	case <-s.done:
 	case <-e.closed:
 	}
+	e.lastReceivedNanos.Store(time.Now().UnixNano()) // before the flag clears (subscription.go)
 	e.deliveringBlocked.Store(false)
-	e.lastReceivedNanos.Store(time.Now().UnixNano())
 }
 
 // liveStreamSubs returns the stream subscriptions attached to e and still open.

@@ -413,9 +413,11 @@ func (s *Subscription) push(e *engine, d *Delivery) {
 	case <-s.done:
 	case <-e.closed:
 	}
-	e.deliveringBlocked.Store(false)
-	// The wait was ours, not the broker's silence.
+	// The wait was ours, not the broker's silence. Refreshed before the
+	// flag clears: the heartbeat reads the flag first, so it never sees
+	// "not blocked" with the time from before the wait.
 	e.lastReceivedNanos.Store(time.Now().UnixNano())
+	e.deliveringBlocked.Store(false)
 }
 
 // onDeliver routes a DELIVER to its subscription; unknown sub ids are dropped

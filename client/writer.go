@@ -62,27 +62,33 @@ func (e *engine) writeQueued(w *bufio.Writer, acks *ackRun) error {
 	}
 }
 
-// ackMergeTagsMax bounds the tags of one merged ACK (a broker applies an
-// ACK's tags in one go; 1024 keeps a frame at ~8 KiB).
-const ackMergeTagsMax = 1024
+// ackMergePayloadBytesMax bounds a merged ACK's payload: 1 KiB, the
+// smallest frame cap a broker may set (ours refuses a lower one), so a merge
+// never makes a frame a broker could refuse; about 120 tags of a short
+// topic. An ACK already larger is sent as it came.
+const ackMergePayloadBytesMax = 1024
 
 // ackRun merges a run of consecutive ACK frames of one queue key, taken
 // from the queue in one drain, into one ACK with all their tags (PROTOCOL
 // §5.9: an ACK carries a list of tags, each settled as if acked alone).
 // Under load a consumer acking each delivery then costs the broker one
-// frame per drain rather than one per delivery. Invariants:
+// frame per ~120 acks rather than one per delivery. A broker ignores a tag
+// it does not know on its own (PROTOCOL 5.9; for a stream, an offset never
+// handed out), so a stale tag voids nothing beside it. Invariants:
 //   - only consecutive ACKs merge, so no frame overtakes another: the
 //     merged frame goes where the run's first ACK was, and a later ACK
 //     moves ahead of no other frame;
 //   - the merged frame carries the run's first request id (the broker
 //     echoes it only in an error, and a merge of well-formed ACKs is one);
-//   - the run is written before any other frame and before every flush.
+//   - the run is written before any other frame and before every flush;
+//   - a merged payload stays within ackMergePayloadBytesMax.
 type ackRun struct {
-	open      bool
-	requestID uint64
-	ack       wire.Ack
-	scratch   wire.Ack
-	buf       []byte
+	open         bool
+	requestID    uint64
+	payloadBytes int // the merged ACK's payload size so far
+	ack          wire.Ack
+	scratch      wire.Ack
+	buf          []byte
 }
 
 // write writes frame, or holds it in the run when it is an ACK.
@@ -90,8 +96,9 @@ func (r *ackRun) write(w *bufio.Writer, frame []byte) error {
 	h, err := wire.DecodeHeader(frame)
 	if err == nil && h.Opcode == wire.OpAck && wire.DecodeAckInto(frame[wire.HeaderSizeBytes:], &r.scratch) == nil {
 		a := &r.scratch
-		if r.open && a.QueueKey() == r.ack.QueueKey() && len(r.ack.Tags)+len(a.Tags) <= ackMergeTagsMax {
+		if r.open && a.QueueKey() == r.ack.QueueKey() && r.payloadBytes+8*len(a.Tags) <= ackMergePayloadBytesMax {
 			r.ack.Tags = append(r.ack.Tags, a.Tags...)
+			r.payloadBytes += 8 * len(a.Tags)
 			putFrameBuffer(frame)
 			return nil
 		}
@@ -100,6 +107,7 @@ func (r *ackRun) write(w *bufio.Writer, frame []byte) error {
 			return err
 		}
 		r.open, r.requestID = true, h.RequestID
+		r.payloadBytes = len(frame) - wire.HeaderSizeBytes
 		r.ack.Topic, r.ack.Group, r.ack.Partition = a.Topic, a.Group, a.Partition
 		r.ack.Tags = append(r.ack.Tags[:0], a.Tags...)
 		putFrameBuffer(frame)
@@ -142,8 +150,12 @@ func (e *engine) heartbeatLoop() {
 		case <-e.closed:
 			return
 		}
+		// The flag before the time: a delivery wait refreshes the time and
+		// then clears the flag, so "not blocked" always comes with a time
+		// at least as new as the wait's end.
+		blocked := e.deliveringBlocked.Load()
 		silence := time.Since(time.Unix(0, e.lastReceivedNanos.Load()))
-		if !e.deliveringBlocked.Load() && silence > heartbeatMissedMax*interval {
+		if !blocked && silence > heartbeatMissedMax*interval {
 			e.fail(fmt.Errorf("%w (nothing for %v; heartbeat interval %v)",
 				ErrHeartbeatTimeout, silence.Round(time.Millisecond), interval))
 			return

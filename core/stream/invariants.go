@@ -26,6 +26,9 @@ func (p *Partition) CheckInvariants() error {
 			return fmt.Errorf("cursor %q at %d outside [%d, %d]", name, next, p.oldest, p.nextOffset)
 		}
 	}
+	if err := p.checkReads(); err != nil {
+		return err
+	}
 	if err := p.checkRing(); err != nil {
 		return err
 	}
@@ -116,6 +119,45 @@ func (p *Partition) checkRing() error {
 		return fmt.Errorf("ring counts %d bytes, holds %d", r.bytes, bytes)
 	case r.n > 1 && r.bytes > p.cfg.TailBytesMax:
 		return fmt.Errorf("ring holds %d bytes, over %d", r.bytes, p.cfg.TailBytesMax)
+	}
+	return nil
+}
+
+// checkReads: every waiting subscription waits on a read in flight, read
+// tokens are unique, and the read cache holds only durable retained records
+// within its budget (serve.go, readcache.go).
+func (p *Partition) checkReads() error {
+	tokens := make(map[uint64]bool, len(p.reads))
+	for _, r := range p.reads {
+		if tokens[r.token] || r.token == 0 || r.token > p.readSerial {
+			return fmt.Errorf("read token %d repeated or never issued (serial %d)", r.token, p.readSerial)
+		}
+		tokens[r.token] = true
+	}
+	for _, id := range p.subOrder {
+		if sub := p.subs[id]; sub.reading && !tokens[sub.token] {
+			return fmt.Errorf("subscription %d waits on read %d, which is not in flight", id, sub.token)
+		}
+	}
+	c := &p.cache
+	var bytes int64
+	for _, off := range c.fifo[c.head:] {
+		rec, ok := c.recs[off]
+		switch {
+		case !ok:
+			return fmt.Errorf("read cache lists offset %d it does not hold", off)
+		case off < p.oldest || off >= p.durableOffsetEnd:
+			return fmt.Errorf("read cache holds offset %d outside the durable retained [%d, %d)", off, p.oldest, p.durableOffsetEnd)
+		}
+		bytes += recordChargeBytes(rec.body)
+	}
+	switch {
+	case len(c.fifo)-c.head != len(c.recs):
+		return fmt.Errorf("read cache lists %d offsets, holds %d", len(c.fifo)-c.head, len(c.recs))
+	case bytes != c.bytes:
+		return fmt.Errorf("read cache counts %d bytes, holds %d", c.bytes, bytes)
+	case len(c.recs) > 1 && c.bytes > p.cfg.ReadCacheBytesMax:
+		return fmt.Errorf("read cache holds %d bytes, over %d", c.bytes, p.cfg.ReadCacheBytesMax)
 	}
 	return nil
 }

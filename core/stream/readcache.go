@@ -110,5 +110,10 @@ func (c *readCache) dropBelow(offset uint64) {
 	assertTrue(c.bytes >= 0, "cache bytes never go negative")
 }
 
+// reset drops every record (and the FIFO's memory).
+func (c *readCache) reset() {
+	*c = readCache{}
+}
+
 // len is the number of cached records.
 func (c *readCache) len() int { return len(c.recs) }

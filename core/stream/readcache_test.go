@@ -52,19 +52,85 @@ func TestPackOfReadersSharesOneReadPerStretch(t *testing.T) {
 }
 
 func TestTrailingReaderIsServedFromTheCache(t *testing.T) {
+	// The leader's window (8) keeps it behind after each read of 8.
+	h := packHarness(t, func(c *Config) { c.SubWindowMax = 8 })
+	h.subscribe(Subscribe{SubID: 1, Start: Start{Kind: StartEarliest}})
+	for i := 0; i < 3; i++ { // three stretches read; the leader is still behind
+		h.answerReads()
+		h.credit(1, h.p.subs[1].window)
+	}
+	h.reads = nil // the leader's next read stays unanswered
+	lead := h.delivered(1)
+	if len(lead) != 24 {
+		t.Fatalf("leader got %v", lead)
+	}
+	// A reader arriving now over the same stretch reads nothing for it.
+	h.subscribe(Subscribe{SubID: 2, Start: Start{Kind: StartEarliest}, Filter: nil})
+	if got := h.delivered(2); !slices.Equal(got, offsets(0, 8)) || len(h.reads) != 0 {
+		t.Fatalf("trailing reader got %v, reads %v", got, h.reads)
+	}
+	h.credit(2, 8)
+	if got := h.delivered(2); !slices.Equal(got, offsets(8, 16)) || len(h.reads) != 0 {
+		t.Fatalf("trailing reader then got %v, reads %v", got, h.reads)
+	}
+}
+
+func TestReadCacheIsDroppedOnceNobodyIsBehind(t *testing.T) {
 	h := packHarness(t, nil)
 	h.subscribe(Subscribe{SubID: 1, Start: Start{Kind: StartEarliest}})
-	h.answerReads()
-	if got := h.delivered(1); !slices.Equal(got, offsets(0, 40)) {
-		t.Fatalf("leader got %v", got)
-	}
-	// A reader arriving later over the same stretch reads nothing.
 	h.subscribe(Subscribe{SubID: 2, Start: Start{Kind: StartEarliest}})
-	if len(h.reads) != 0 {
-		t.Fatalf("the trailing reader read %v", h.reads)
+	h.answerReads()
+	if got := h.delivered(1); len(got) != 40 {
+		t.Fatalf("reader 1 got %d records", len(got))
 	}
-	if got := h.delivered(2); !slices.Equal(got, offsets(0, 40)) {
-		t.Fatalf("trailing reader got %v", got)
+	if n := h.p.cache.len(); n != 0 {
+		t.Fatalf("both readers caught up, yet the cache holds %d records", n)
+	}
+}
+
+// TestShortJoinedReadThenRetentionDoesNotStall: a read answered short (the
+// driver caps a read's bytes) must leave a joined waiter reading from its
+// own segment, not from an index retention may drop while its next offset
+// is kept; and a truncation forgets read positions in what it dropped.
+// (Found by review: the waiter retried a dropped index forever.)
+func TestShortJoinedReadThenRetentionDoesNotStall(t *testing.T) {
+	h := newHarness(t, core.StreamSettings{Tier: core.TierDurable, PartitionCount: 1, MaxAgeMs: 5000}, func(c *Config) {
+		c.TailBytesMax, c.ReadBatchMax, c.SegmentRecordsMax = 1, 8, 4
+	})
+	h.publishN(4) // segment A: offsets 0-3 at indexes 2-5
+	h.advance(3000)
+	h.publishN(8)                                                               // B: 4-7 at 6-9, C: 8-11 at 10-13
+	h.subscribe(Subscribe{SubID: 1, Start: Start{Kind: StartEarliest}})         // reads from index 2
+	h.subscribe(Subscribe{SubID: 2, Start: Start{Kind: StartOffset, Value: 5}}) // would read from 6: joins
+	if len(h.reads) != 1 {
+		t.Fatalf("reads %+v (subscription 2 should have joined)", h.reads)
+	}
+	done := h.readDone(h.reads[0])
+	h.reads = nil
+	done.Entries = done.Entries[:3] // short: indexes 2-4
+	h.step(done)
+	h.step(&Unsubscribe{NowMs: h.nowMs, Ref: 1, SubID: 1})
+	h.advance(2001) // A ages out
+	if h.truncate == nil {
+		t.Fatal("no truncation")
+	}
+	tr := *h.truncate
+	var kept []core.Entry
+	for _, e := range h.log {
+		if e.Index > tr.UpToIndex {
+			kept = append(kept, e)
+		}
+	}
+	h.log = kept // storage truncated, and answers reads before SnapshotDone
+	h.answerReads()
+	h.truncate = nil
+	h.step(&SnapshotDone{NowMs: h.nowMs, Index: tr.UpToIndex})
+	for i := 0; i < 5; i++ {
+		h.advance(h.cfg.ReadRetryMs)
+		h.answerReads()
+	}
+	if got := h.delivered(2); !slices.Equal(got, offsets(5, 12)) {
+		t.Fatalf("subscription 2 (next %d, read index %d) got %v", h.p.subs[2].next, h.p.subs[2].readIndex, got)
 	}
 }
 

@@ -84,6 +84,13 @@ func (p *Partition) onSnapshotDone(in *SnapshotDone) {
 	p.ring.dropBelow(p.oldest)
 	p.cache.dropBelow(p.oldest)
 	p.forgetReadsUpTo(t.upToIndex)
+	for _, id := range p.subOrder {
+		// A read position in the dropped entries would name an index the
+		// log no longer holds: read again from the segment of next.
+		if sub := p.subs[id]; sub.readIndex != 0 && sub.readIndex <= t.upToIndex {
+			sub.readIndex = 0
+		}
+	}
 	for name, next := range p.cursors {
 		if next < p.oldest {
 			p.cursors[name] = p.oldest // stored cursors are clamped silently

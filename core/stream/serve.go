@@ -27,9 +27,21 @@ type pendingRead struct {
 }
 
 // serveAll serves every subscription, in id order (deterministic).
+// Once no subscription needs the log (each is in the ring or at the end)
+// and no read is in flight, the read cache is dropped: it only ever helps
+// readers catching up, and kept it would hold up to ReadCacheBytesMax of
+// bodies per partition for good.
 func (p *Partition) serveAll() {
+	behind := false
 	for _, id := range p.subOrder {
-		p.serve(p.subs[id])
+		sub := p.subs[id]
+		p.serve(sub)
+		if sub.next < p.visibleEnd() && p.ring.get(sub.next) == nil {
+			behind = true
+		}
+	}
+	if !behind && len(p.reads) == 0 && p.cache.len() > 0 {
+		p.cache.reset()
 	}
 }
 
@@ -99,7 +111,11 @@ func (p *Partition) requestRead(sub *subscription) {
 	for i := range p.reads {
 		r := &p.reads[i]
 		if r.fromIndex <= from && from < r.fromIndex+uint64(r.maxEntries) {
-			sub.reading, sub.token = true, r.token
+			// Remember where it would have read: a short answer (storage
+			// caps a read's bytes) must not leave it reading on from
+			// below its own segment, where retention may drop entries
+			// while its next offset is kept.
+			sub.reading, sub.token, sub.readIndex = true, r.token, from
 			return
 		}
 	}

@@ -158,7 +158,10 @@ func (p *Partition) onUnsubscribe(in *Unsubscribe) {
 }
 
 // onAck commits max(acked)+1 for a durable subscription. Success has no
-// reply (an ACK frame gets none); an offset never handed out is refused.
+// reply (an ACK frame gets none). An offset never handed out is ignored on
+// its own, as PROTOCOL 5.9 ignores unknown tags: a client's writer merges
+// consecutive ACKs into one frame, and a stale tag in it (an ack of a
+// delivery from before a reconnect) must not void the valid ones beside it.
 func (p *Partition) onAck(in *Ack) {
 	sub := p.subs[in.SubID]
 	if sub == nil {
@@ -169,24 +172,21 @@ func (p *Partition) onAck(in *Ack) {
 		p.replyError(in.Ref, core.ErrBatchTooLarge)
 		return
 	}
-	// Validate the whole batch before acting on any of it: a refused ack
-	// commits nothing.
 	var top uint64
-	for i, offset := range in.Offsets {
+	valid := false
+	for _, offset := range in.Offsets {
 		// Committing past a record never considered would skip it.
 		if offset >= sub.next {
-			p.replyError(in.Ref, core.ErrStaleTag)
-			return
+			continue
 		}
-		if i == 0 || offset > top {
-			top = offset
+		if !valid || offset > top {
+			top, valid = offset, true
 		}
 	}
-	// Checked before this return, so an ephemeral subscription's bad ack
-	// is refused the same way a durable one's is.
-	if sub.name == "" || len(in.Offsets) == 0 {
-		return // ephemeral: accepted and ignored
+	if sub.name == "" || !valid {
+		return // ephemeral (accepted and ignored), or nothing it could commit
 	}
+	assertTrue(top < sub.next, "a commit names only records already considered")
 	if mutant.On(mutant.StreamCursorSkip) {
 		top++ // broken on purpose: the cursor passes a record never acked
 	}

@@ -18,9 +18,9 @@ import (
 
 // Users and password checks (SPEC §10). Invariants:
 //   - only argon2id hashes are stored, never passwords;
-//   - an unknown name still costs one hash (constant timing), the first
-//     time a (name, password) is checked; a repeat is answered from the
-//     verified cache while the store is unchanged for that name;
+//   - an unknown name still costs one hash (constant timing); a repeat of
+//     a successful check is answered from the verified cache while the
+//     store is unchanged for that name (failures are never cached);
 //   - the store answers only "known" and "match"; the built-in
 //     fibril/fibril rule (loopback only, while no user fibril exists) is the
 //     Session machine's, so the simulator runs it too;
@@ -136,9 +136,14 @@ func (s *userStore) lookup(name, password string) (known, match bool) {
 	} else {
 		match = s.verify(u, password)
 	}
-	s.mu.Lock()
-	s.verified.put(id, verifiedEntry{known: known, match: match, storedHash: u.Hash})
-	s.mu.Unlock()
+	if match {
+		// Only successes: a cached failure would answer fast and so tell a
+		// prober that this exact wrong pair was tried lately (a user's
+		// typo, a password from before a rotation).
+		s.mu.Lock()
+		s.verified.put(id, verifiedEntry{known: known, match: match, storedHash: u.Hash})
+		s.mu.Unlock()
+	}
 	return known, match
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 )
 
 // verifiedCache remembers the outcome of recent password checks, so that a
@@ -18,9 +19,10 @@ import (
 //   - an entry answers only while the store still says what it said at the
 //     check: the same "known", and for a known user the same stored hash, so
 //     a user added, removed or given a new password is checked afresh;
-//   - the first check of any (name, password) runs argon2id (an unknown
-//     name against the dummy hash as before), so timing tells nothing about
-//     which names exist; a hit is fast for known and unknown names alike;
+//   - only successful checks are cached, so every failed login (an unknown
+//     name against the dummy hash, a wrong password) costs a full argon2id
+//     run as before: timing tells nothing about which names exist or which
+//     wrong passwords were tried;
 //   - at most verifiedCacheEntriesMax entries; when full, the oldest goes.
 type verifiedCache struct {
 	key     [32]byte
@@ -47,8 +49,11 @@ func newVerifiedCache() *verifiedCache {
 
 func (c *verifiedCache) id(name, password string) [32]byte {
 	m := hmac.New(sha256.New, c.key[:])
+	// Length-prefixed: no two (name, password) pairs hash the same input.
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(name)))
+	m.Write(n[:])
 	m.Write([]byte(name))
-	m.Write([]byte{0}) // names hold no NUL: (name, password) pairs never collide
 	m.Write([]byte(password))
 	var out [32]byte
 	m.Sum(out[:0])

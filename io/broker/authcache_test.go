@@ -30,11 +30,15 @@ func TestVerifiedCacheAnswersRepeatsAndFollowsTheStore(t *testing.T) {
 	if k, m, _ := timed("alice", "wrong"); !k || m {
 		t.Fatalf("wrong password: known %v match %v", k, m)
 	}
-	if k, m, _ := timed("alice", "wrong"); !k || m {
-		t.Fatalf("wrong password again: known %v match %v", k, m)
+	// Failures are never cached: a repeat costs the full hash again.
+	if k, m, took := timed("alice", "wrong"); !k || m || took < first/4 {
+		t.Fatalf("wrong password again: known %v match %v in %v (first check %v)", k, m, took, first)
 	}
 	if k, m, _ := timed("bob", "pw"); k || m {
 		t.Fatalf("unknown name: known %v match %v", k, m)
+	}
+	if _, _, took := timed("bob", "pw"); took < first/4 {
+		t.Fatalf("an unknown name answered from the cache in %v (first check %v)", took, first)
 	}
 	// The store changes under the cache: alice's password, a new bob.
 	s.mu.Lock()
