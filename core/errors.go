@@ -55,6 +55,8 @@ var (
 	ErrTooManyCursors        = newError(CodeInternal, true, "too many durable cursors on this stream partition: see stream.Config.CursorsMax")
 	ErrStreamSettings        = newError(CodeInvalid, false, "stream settings differ from the declared ones, or are invalid")
 	ErrInvalidStreamStart    = newError(CodeInvalid, false, "invalid stream subscription: unknown start kind, too many filter clauses or a durable name over 255 bytes")
+	ErrCohortConflict        = newError(CodeConflict, false, "the queue has another exclusive consumer group: one cohort per queue (PROTOCOL 5.6)")
+	ErrCohortFull            = newError(CodeInternal, true, "the exclusive consumer group is full: see cohort.MembersMax")
 )
 
 // Recovery errors: the drivers cut the log before the first bad record (SPEC §7).

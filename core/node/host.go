@@ -340,6 +340,10 @@ func (h *Host) onDeliver(env Envelope) {
 		h.onDeadLetterFailed(msg.Offset)
 	case *StoreDeadLetter:
 		h.onStoreDeadLetter(msg)
+	case *SetOwner:
+		// The Node's cohort names this partition's exclusive owner; the
+		// partition's gate opens for it once nobody else holds a delivery.
+		h.stepCore(&core.SetOwner{NowMs: h.nowMs, SubID: msg.SubID, Generation: msg.Generation})
 	case *DeclareSettings:
 		if in := declareInput(*msg, h.p.Settings()); in != nil {
 			in.NowMs = h.nowMs

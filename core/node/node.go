@@ -75,6 +75,8 @@ type Node struct {
 	// or a load (bounded by deadLetterForwardsMax).
 	forwardsWaiting int
 	bootWaiters     []bootWaiter
+	// cohorts are the live exclusive consumer groups (node_cohort.go).
+	cohorts map[cohortKey]*cohortEntry
 
 	rd Ready
 	// carry keeps the Ready NewNode filled (the boot record) for the first
@@ -191,6 +193,7 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 		cfg: cfg, state: state, durableIndex: state.lastIndex,
 		conns: map[ConnID]*conn{}, sessions: map[SessionID]*sessionEntry{}, byClient: map[[16]byte]SessionID{},
 		partitions: map[core.QueueID]*partitionEntry{}, creating: map[queueKey]*creatingQueue{},
+		cohorts: map[cohortKey]*cohortEntry{},
 		queueRecordAt: map[queueKey]uint64{},
 		// Every id at or below the ceiling may have been handed out by an
 		// earlier process: this one starts above it.
@@ -375,6 +378,10 @@ func (n *Node) onDeliver(in *Deliver) {
 		n.onDeadLetterOut(from, msg)
 	case *SettingsApplied:
 		n.onSettingsApplied(from, msg)
+	case *CohortJoin:
+		n.onCohortJoin(from, msg)
+	case *CohortLeave:
+		n.onCohortLeave(from, msg)
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T envelope", msg))
 	}
@@ -391,7 +398,11 @@ func (n *Node) onBounced(in *Bounced) {
 		n.send(PartitionAddr(msg.Source), &DeadLetterFailed{Offset: msg.Offset, Err: core.ErrPartitionLoadFailed})
 	case *DeclareSettings:
 		n.onSettingsBounced(in.Envelope.To.Queue, msg)
-	case *Opened, *Declared, *ShuttingDown, *DeadLetterFailed:
+	case *Opened, *Declared, *ShuttingDown, *DeadLetterFailed, *CohortJoined, *AssignmentNotice, *SetOwner:
+		// CohortJoined, AssignmentNotice: the session ended (its
+		// SessionEnded cleans its cohorts up). SetOwner: the partition was
+		// unloaded; its subscriptions went with it, and so will their
+		// members' (CohortLeave).
 		// The session or partition is gone: nobody waits for the answer. A
 		// partition that was unloaded reads the catalogue when it loads again.
 	default:

@@ -427,6 +427,7 @@ func (n *Node) onSessionEnded(from Address) {
 		return // reported twice
 	}
 	delete(n.sessions, s.id)
+	n.dropSessionCohorts(from)
 	assertHold(n.byClient[s.clientID] == s.id, "the directory maps a session's client id to it")
 	delete(n.byClient, s.clientID)
 	// PROTOCOL 7.7: an ended session's skeleton is forgotten too, durably,

@@ -20,6 +20,9 @@ import (
 // invariant. It is O(state): the simulator and the tests call it after
 // every step; production does not.
 func (n *Node) CheckInvariants() error {
+	if err := n.checkCohorts(); err != nil {
+		return err
+	}
 	// The log: storage cannot have made durable what was never appended,
 	// and this process's boot record is in it.
 	// A durable index past the last append means a Persisted input claimed a

@@ -26,6 +26,7 @@ import (
 	"fmt"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/cohort"
 	"github.com/fibril-go/fibril/core/stream"
 	"github.com/fibril-go/fibril/mutant"
 	"github.com/fibril-go/fibril/transport/wire"
@@ -129,6 +130,11 @@ type Session struct {
 	// Subscriptions, by key and by id; held deliveries live on each.
 	subs     map[subKey]*sessionSub
 	subsByID map[uint64]*sessionSub
+	// memberID is the session's cohort member id (zero: none yet);
+	// cohortViews what it knows and told of each cohort it is a member of
+	// (session_cohort.go).
+	memberID    cohort.MemberID
+	cohortViews map[cohortKey]*cohortView
 	subSeq   uint64
 	// heldBytes counts payload bytes of held deliveries (all subscriptions),
 	// heldCount the deliveries.
@@ -182,6 +188,7 @@ func NewSession(cfg Config, init SessionInit) *Session {
 		self:           SessionAddr(init.ID),
 		subs:           make(map[subKey]*sessionSub),
 		subsByID:       make(map[uint64]*sessionSub),
+		cohortViews:    make(map[cohortKey]*cohortView),
 		streamSubs:     make(map[core.QueueID]*streamSub),
 		streamSubsByID: make(map[uint64]*streamSub),
 		opens:          make(map[core.QueueID]*partitionOpen),
@@ -278,6 +285,10 @@ func (s *Session) onEnvelope(now int64, msg Message) {
 	case *StreamNotice:
 		// The wire has no frame for it (docs/streams.md): counted.
 		s.streamNotices++
+	case *CohortJoined:
+		s.onCohortJoined(m)
+	case *AssignmentNotice:
+		s.onAssignmentNotice(m)
 	default:
 		panic(fmt.Sprintf("node: a session does not take a %T envelope", msg))
 	}

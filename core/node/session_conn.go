@@ -90,6 +90,9 @@ func (s *Session) onAttach(now int64, m *Attach) {
 	// Streams are not reconciled (PROTOCOL 7.5, 7.8): a resumed client
 	// subscribes again and relies on its durable cursor.
 	s.endStreamSubs()
+	// A new connection starts its own stream of ASSIGNMENT_CHANGED with the
+	// whole current assignment (PROTOCOL 5.16); held behind the gate.
+	s.retellAssignments()
 	// Subscriptions stay paused until the gate opens (openGate): what
 	// arrives before could not be sent, and an auto-ack subscription would
 	// only pile up held deliveries; HELLO_OK (and the reconcile) go first.

@@ -14,13 +14,13 @@ import (
 	"fmt"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/cohort"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
 // Guide messages (PROTOCOL 6.3).
 const (
 	msgNamePattern    = "use 1-128 bytes of [a-z0-9._-], no leading or trailing '.', no '..'"
-	msgCohorts        = "exclusive consumer groups are not supported by this broker yet"
 	msgTooManyPending = "broker-side backpressure (retry later): too many requests of this session await an answer"
 )
 
@@ -180,11 +180,21 @@ func (s *Session) handleSubscribe(requestID uint64, m *wire.Subscribe) {
 		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeConflict, Message: "already subscribed"})
 		return
 	}
-	// Cohorts (PROTOCOL 7.6) are not implemented: refusing beats silently
-	// treating an exclusive consumer as a shared one.
-	if m.ConsumerGroup.Present {
-		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: msgCohorts})
+	// Cohorts (PROTOCOL 7.6, session_cohort.go): checks 4 and 5 here,
+	// check 3 (one cohort id per queue) at the Node before SUBSCRIBE_OK.
+	exclusive, bad := exclusiveOf(m.ConsumerGroup, m.ConsumerTarget)
+	if bad != "" {
+		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeInvalid, Message: bad})
 		return
+	}
+	var member cohort.MemberID
+	if exclusive != nil {
+		id, code, why := s.resolveMember(m.MemberID)
+		if code != 0 {
+			s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: code, Message: why})
+			return
+		}
+		member = id
 	}
 	// Prefetch is kept as requested: the partition clamps it, the
 	// SUBSCRIBE_OK echoes it unclamped (PROTOCOL 5.7).
@@ -192,6 +202,11 @@ func (s *Session) handleSubscribe(requestID uint64, m *wire.Subscribe) {
 	if sub == nil {
 		s.reply(wire.OpSubscribeErr, requestID, &wire.ErrorBody{Code: wire.CodeInternal, Message: refusal})
 		return
+	}
+	if exclusive != nil {
+		s.memberID = member // established on the session from now on
+		exclusive.member = member
+		sub.exclusive = exclusive
 	}
 	token := s.newToken()
 	s.pending[token] = pendingOp{kind: opSubscribe, gen: s.gen, requestID: requestID, queue: q, subID: sub.id}
@@ -235,7 +250,7 @@ func (s *Session) subscribe(sub *sessionSub, token uint64) {
 	// Subscribe on the same partition path, which keeps them after it.
 	sub.subscribeSent, sub.token = true, token
 	s.toPartition(sub.key, queuedRequest{token: token, kind: opSubscribe,
-		input: &core.Subscribe{SubID: sub.id, Prefetch: sub.prefetch, AutoAck: sub.autoAck}})
+		input: &core.Subscribe{SubID: sub.id, Prefetch: sub.prefetch, AutoAck: sub.autoAck, Exclusive: sub.exclusive != nil}})
 }
 
 // handleAck routes an ACK to the session's subscription on that queue

@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/cohort"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -85,14 +86,15 @@ func (s *Session) handleReconcile(requestID uint64, rc *wire.ReconcileClient) bo
 }
 
 // reconcileOne decides one client entry by the table of PROTOCOL 7.8;
-// sub is the server's subscription on the same key, or nil. consumer_group,
-// consumer_target and member_id are not compared (cohorts are not
-// supported yet).
+// sub is the server's subscription on the same key, or nil. An exclusive
+// subscription matches only an entry naming its consumer_group (target and
+// member id are the session's and need no comparing: one member per
+// session).
 func (s *Session) reconcileOne(run *reconcileRun, policy wire.ReconcilePolicy, q core.QueueID, cs wire.ReconcileSub, sub *sessionSub) {
 	switch {
 	// Matching by (topic, partition, group) as PROTOCOL 7.8 says, not by
 	// sub id: the client's ids are from before the reconnect.
-	case sub != nil && sub.autoAck == cs.AutoAck && sub.prefetch == cs.Prefetch:
+	case sub != nil && sub.autoAck == cs.AutoAck && sub.prefetch == cs.Prefetch && sameCohortFields(sub, cs):
 		code, reason := wire.ReasonMatched, "matched"
 		if sub.id != cs.SubID {
 			code, reason = wire.ReasonServerIDChanged, "server_id_changed"
@@ -107,11 +109,28 @@ func (s *Session) reconcileOne(run *reconcileRun, policy wire.ReconcilePolicy, q
 		s.unsubscribe(sub)
 	case policy == wire.ReconcileRestore:
 		// Subscribe anew with the client's settings; the entry waits for the
-		// partition's answer.
-		restored, _ := s.newSub(q, cs.Prefetch, cs.AutoAck)
+		// partition's answer (and, exclusive, the cohort's: it rejoins
+		// with the member id the client names, by SUBSCRIBE's rules).
+		exclusive, bad := exclusiveOf(cs.ConsumerGroup, cs.ConsumerTarget)
+		var member cohort.MemberID
+		if exclusive != nil && bad == "" {
+			id, code, _ := s.resolveMember(cs.MemberID)
+			if code != 0 {
+				bad = "member"
+			}
+			member = id
+		}
+		var restored *sessionSub
+		if bad == "" {
+			restored, _ = s.newSub(q, cs.Prefetch, cs.AutoAck)
+		}
 		if restored == nil {
 			run.entries = append(run.entries, closeClient(cs, wire.ReasonServerRestoreFailed, "server_restore_failed"))
 			return
+		}
+		if exclusive != nil {
+			exclusive.member = member
+			s.memberID, restored.exclusive = member, exclusive
 		}
 		token := s.newToken()
 		s.pending[token] = pendingOp{kind: opRestore, gen: s.gen, queue: q, subID: restored.id, recon: run, entry: len(run.entries)}
@@ -204,8 +223,16 @@ func closeClient(cs wire.ReconcileSub, code wire.ReasonCode, reason string) wire
 
 // asReconcileSub is the server view of a subscription.
 func (sub *sessionSub) asReconcileSub() wire.ReconcileSub {
-	return wire.ReconcileSub{SubID: sub.id, Topic: sub.key.Topic, Partition: sub.key.Partition, Group: sub.group,
+	rs := wire.ReconcileSub{SubID: sub.id, Topic: sub.key.Topic, Partition: sub.key.Partition, Group: sub.group,
 		AutoAck: sub.autoAck, Prefetch: sub.prefetch}
+	if sub.exclusive != nil {
+		rs.ConsumerGroup = wire.Some(sub.exclusive.cohortID)
+		if sub.exclusive.target != 0 {
+			rs.ConsumerTarget = wire.Some(sub.exclusive.target)
+		}
+		rs.MemberID = wire.Some(wire.UUID(sub.exclusive.member))
+	}
+	return rs
 }
 
 // compareReconcileEntries orders by (group, topic, sub_id) of the client

@@ -51,6 +51,9 @@ const (
 	// SUBSCRIBE_STREAM (session_stream.go).
 	opDeclareStream   opKind = 5
 	opStreamSubscribe opKind = 6
+	// opCohortJoin: an exclusive subscribe's (or restore's) join of its
+	// cohort, answered by the Node (session_cohort.go); then says which.
+	opCohortJoin opKind = 7
 )
 
 // pendingOp is a request waiting for its answer, keyed by its token in
@@ -65,6 +68,7 @@ type pendingOp struct {
 	recon     *reconcileRun // opRestore
 	entry     int           // opRestore: the entry it completes
 	confirm   confirmResult // opPublish: its answer, waiting for its turn
+	then      opKind        // opCohortJoin: the subscribe or restore it finishes
 }
 
 // sessionSub is one queue subscription of the session. It lives in the
@@ -84,6 +88,12 @@ type sessionSub struct {
 	paused        bool
 	token         uint64 // its Subscribe's (or restore's) token in pending, until answered
 	held          []core.Delivery
+	// exclusive: a cohort member's subscription (session_cohort.go);
+	// cohortJoined once the Node accepted its join; partitions is the
+	// queue's count the join names.
+	exclusive    *exclusiveSpec
+	cohortJoined bool
+	partitions   uint32
 }
 
 // partitionOpen is the session's Open of one queue partition: the Node
@@ -328,12 +338,25 @@ func (s *Session) onSubscribed(op pendingOp) {
 	sessionAssert(op.gen == s.gen && s.conn != 0, "a subscribe answered after its attachment went")
 	// Active: the partition knows it, so the end must unsubscribe it.
 	sub.active = true
+	if sub.exclusive != nil && !sub.cohortJoined {
+		// Gated at its partition until the Node names it owner; the
+		// answer waits for the cohort to take it (409 otherwise).
+		if o := s.opens[sub.key]; o != nil {
+			sub.partitions = o.partitions
+		}
+		s.joinCohort(op, sub)
+		return
+	}
+	s.subscribed(op, sub)
+}
+
+// subscribed answers an accepted subscribe (SUBSCRIBE_OK) or restore.
+func (s *Session) subscribed(op pendingOp, sub *sessionSub) {
 	if op.kind == opRestore {
 		s.restoreDone(op, true)
 		return
 	}
-	s.replyOn(op.gen, wire.OpSubscribeOk, op.requestID, &wire.SubscribeOk{SubID: sub.id, Topic: sub.key.Topic,
-		Partition: sub.key.Partition, Group: sub.group, Prefetch: sub.prefetch})
+	s.replyOn(op.gen, wire.OpSubscribeOk, op.requestID, s.subscribeOk(sub))
 	if s.subsByID[sub.id] != sub {
 		// The answer overflowed the outbox: the cut dropped the subscription
 		// (unannounced) or ended the session. Nothing to announce.
@@ -572,6 +595,7 @@ func (s *Session) dropSub(sub *sessionSub) {
 	}
 	s.heldCount -= len(sub.held)
 	sub.held = nil
+	s.leaveCohort(sub)
 	delete(s.subs, sub.key)
 	delete(s.subsByID, sub.id)
 }
@@ -636,7 +660,9 @@ func (s *Session) skeletonChanged() {
 	for _, key := range sortedSubKeys(s.subs) {
 		// Only active subscriptions go into the skeleton: one the partition never
 		// accepted cannot be restored after a restart.
-		if sub := s.subs[key]; sub.active {
+		// Nor exclusive ones: restored after a restart they would consume
+		// as shared consumers; the client's reconcile rejoins them.
+		if sub := s.subs[key]; sub.active && sub.exclusive == nil {
 			msg.Subs = append(msg.Subs, SkeletonSub{Queue: key, Prefetch: sub.prefetch, AutoAck: sub.autoAck})
 		}
 	}

@@ -474,10 +474,11 @@ func TestSessionSubscribeAnswersAndRecordsSkeleton(t *testing.T) {
 func TestSessionSubscribeRefusals(t *testing.T) {
 	h := newSessHarness(t, func(c *Config) { c.SubscriptionsPerSessionMax = 2 })
 	h.ready(1)
-	id := h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "orders", ConsumerGroup: wire.Some("c")})
-	if e := h.expectError(1, wire.OpSubscribeErr, id, wire.CodeInvalid); e.Message != msgCohorts {
-		t.Fatalf("message %q", e.Message)
-	}
+	// PROTOCOL 5.6 check 4: the nil UUID as member id; an empty cohort id.
+	id := h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "orders", ConsumerGroup: wire.Some("c"), MemberID: wire.Some(wire.UUID{})})
+	h.expectError(1, wire.OpSubscribeErr, id, wire.CodeInvalid)
+	id = h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "orders", ConsumerGroup: wire.Some("")})
+	h.expectError(1, wire.OpSubscribeErr, id, wire.CodeInvalid)
 	id = h.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: "BAD"})
 	h.expectError(1, wire.OpSubscribeErr, id, wire.CodeInvalid)
 	h.subscribe(1, sessQOrders, 1, false)

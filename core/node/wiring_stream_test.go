@@ -18,6 +18,7 @@ type streamWorld struct {
 	node     *Node
 	sessions map[SessionID]*Session
 	hosts    map[core.QueueID]*StreamHost
+	qhosts   map[core.QueueID]*Host // queue partitions (cohort_test.go)
 	logs     map[core.QueueID]map[uint64]core.Entry
 	bound    map[ConnID]SessionID
 	queue    []Envelope
@@ -38,7 +39,7 @@ func newStreamWorld(t *testing.T) *streamWorld {
 		t.Fatal(err)
 	}
 	w := &streamWorld{t: t, cfg: cfg, now: 1_000_000, node: n, sessions: map[SessionID]*Session{},
-		hosts: map[core.QueueID]*StreamHost{}, logs: map[core.QueueID]map[uint64]core.Entry{},
+		hosts: map[core.QueueID]*StreamHost{}, qhosts: map[core.QueueID]*Host{}, logs: map[core.QueueID]map[uint64]core.Entry{},
 		bound: map[ConnID]SessionID{}, frames: map[ConnID][]sessFrame{}}
 	w.effects(NodeAddr(), w.node.Step(&Tick{NowMs: w.now}))
 	w.run()
@@ -60,6 +61,13 @@ func (w *streamWorld) step(at Address, in Input) {
 			w.t.Fatal(err)
 		}
 	case AddrPartition:
+		if qh := w.qhosts[at.Queue]; qh != nil {
+			w.effects(at, qh.Step(in))
+			if err := qh.CheckInvariants(); err != nil {
+				w.t.Fatal(err)
+			}
+			return
+		}
 		h := w.hosts[at.Queue]
 		w.effects(at, h.Step(in))
 		if err := h.CheckInvariants(); err != nil {
@@ -137,8 +145,16 @@ func (w *streamWorld) effects(at Address, rd *Ready) {
 
 func (w *streamWorld) load(req LoadRequest) {
 	w.t.Helper()
-	if req.Kind != KindStream {
-		w.t.Fatalf("only streams in this world: %+v", req)
+	if req.Kind == KindQueue {
+		qp, err := core.NewPartition(req.Config)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		w.qhosts[req.Queue] = NewHost(w.cfg, qp, req)
+		w.logs[req.Queue] = map[uint64]core.Entry{}
+		w.step(PartitionAddr(req.Queue), &Tick{NowMs: w.now})
+		w.step(NodeAddr(), &LoadDone{NowMs: w.now, Queue: req.Queue})
+		return
 	}
 	p, err := stream.NewPartition(req.StreamConfig, req.Stream)
 	if err != nil {
@@ -161,7 +177,7 @@ func (w *streamWorld) run() {
 		w.queue = w.queue[1:]
 		switch {
 		case env.To.Kind == AddrSession && w.sessions[env.To.Session] == nil,
-			env.To.Kind == AddrPartition && w.hosts[env.To.Queue] == nil:
+			env.To.Kind == AddrPartition && w.hosts[env.To.Queue] == nil && w.qhosts[env.To.Queue] == nil:
 			w.step(env.From, &Bounced{NowMs: w.now, Envelope: env})
 		default:
 			w.step(env.To, &Deliver{NowMs: w.now, Envelope: env})
