@@ -57,6 +57,7 @@ var (
 	ErrInvalidStreamStart    = newError(CodeInvalid, false, "invalid stream subscription: unknown start kind, too many filter clauses or a durable name over 255 bytes")
 	ErrCohortConflict        = newError(CodeConflict, false, "the queue has another exclusive consumer group: one cohort per queue (PROTOCOL 5.6)")
 	ErrCohortFull            = newError(CodeInternal, true, "the exclusive consumer group is full: see cohort.MembersMax")
+	ErrCohortPartitions      = newError(CodeInvalid, false, "exclusive consumer groups cover queues of at most 4096 partitions (cohort.PartitionsMax)")
 )
 
 // Recovery errors: the drivers cut the log before the first bad record (SPEC §7).

@@ -161,6 +161,33 @@ func (c *Cohort) Leave(id MemberID) (Change, error) {
 	return c.apply(slices.Delete(slices.Clone(c.members), i, i+1), id)
 }
 
+// Set replaces the whole member list (any order) and reassigns once: the
+// Node gathers the joins, updates and leaves of a moment into one call, so
+// a member subscribing to a thousand partitions costs one assignment, not a
+// thousand. It fails, changing nothing, if a member is invalid, an id
+// repeats, or there are more than MembersMax.
+func (c *Cohort) Set(members []Member) (Change, error) {
+	if len(members) > MembersMax {
+		return Change{}, fmt.Errorf("%w: %d", ErrTooManyMembers, len(members))
+	}
+	next := make([]Member, 0, len(members))
+	for i := range members {
+		m := members[i]
+		if err := c.validateMember(&m); err != nil {
+			return Change{}, err
+		}
+		next = append(next, m.clone())
+	}
+	slices.SortFunc(next, func(a, b Member) int { return compareIDs(a.ID, b.ID) })
+	for i := 1; i < len(next); i++ {
+		if next[i].ID == next[i-1].ID {
+			return Change{}, fmt.Errorf("%w: %v", ErrDuplicateMember, next[i].ID)
+		}
+	}
+	assertTrue(len(next) == len(members), "every member is kept")
+	return c.apply(next, MemberID{})
+}
+
 // validateMember checks one member's id and partitions.
 func (c *Cohort) validateMember(m *Member) error {
 	return validatePartitions(m, c.partitionCount, make([]uint64, (c.partitionCount+63)/64))

@@ -230,3 +230,39 @@ func equalMemberChanges(a, b []MemberChange) bool {
 			slices.Equal(x.Revoked, y.Revoked)
 	})
 }
+
+// TestSetEqualsTheSameChangesOneByOne: Set with a whole member list gives
+// the owners the same members reached by Join and Update would, from the
+// same previous owners, and bumps the generation once.
+func TestSetEqualsTheSameChangesOneByOne(t *testing.T) {
+	id := func(b byte) MemberID { return MemberID{15: b} }
+	all := []uint32{0, 1, 2, 3, 4, 5, 6, 7}
+	one, err := NewCohort("g", 8, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, _ := NewCohort("g", 8, 100)
+	for _, m := range []Member{{ID: id(1), Partitions: all}, {ID: id(2), Partitions: all}} {
+		if _, err := one.Join(m); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := batch.Set(append(batch.Members(), m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(one.Owners(), batch.Owners()) {
+		t.Fatalf("one by one %v, by Set %v", one.Owners(), batch.Owners())
+	}
+	gen := batch.Generation()
+	// Three members in one Set, given out of order: one generation.
+	ch, err := batch.Set([]Member{{ID: id(3), Partitions: all}, {ID: id(1), Partitions: all}, {ID: id(2), Partitions: all}})
+	if err != nil || ch.Generation != gen+1 || batch.Len() != 3 {
+		t.Fatalf("set of three: %v, generation %d after %d, %d members", err, ch.Generation, gen, batch.Len())
+	}
+	if err := batch.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := batch.Set([]Member{{ID: id(1)}, {ID: id(1)}}); !errors.Is(err, ErrDuplicateMember) || batch.Len() != 3 {
+		t.Fatalf("a repeated id: %v (%d members)", err, batch.Len())
+	}
+}

@@ -75,8 +75,14 @@ type Node struct {
 	// or a load (bounded by deadLetterForwardsMax).
 	forwardsWaiting int
 	bootWaiters     []bootWaiter
-	// cohorts are the live exclusive consumer groups (node_cohort.go).
-	cohorts map[cohortKey]*cohortEntry
+	// cohorts are the exclusive consumer groups (node_cohort.go);
+	// cohortsDirty those whose assignment waits for the next Tick;
+	// sessionCohorts indexes the cohorts a session has a member in;
+	// cohortGenHigh is the highest generation issued.
+	cohorts        map[cohortKey]*cohortEntry
+	cohortsDirty   map[cohortKey]bool
+	sessionCohorts map[SessionID]map[cohortKey]bool
+	cohortGenHigh  uint64
 
 	rd Ready
 	// carry keeps the Ready NewNode filled (the boot record) for the first
@@ -193,7 +199,7 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 		cfg: cfg, state: state, durableIndex: state.lastIndex,
 		conns: map[ConnID]*conn{}, sessions: map[SessionID]*sessionEntry{}, byClient: map[[16]byte]SessionID{},
 		partitions: map[core.QueueID]*partitionEntry{}, creating: map[queueKey]*creatingQueue{},
-		cohorts: map[cohortKey]*cohortEntry{},
+		cohorts: map[cohortKey]*cohortEntry{}, cohortsDirty: map[cohortKey]bool{}, sessionCohorts: map[SessionID]map[cohortKey]bool{},
 		queueRecordAt: map[queueKey]uint64{},
 		// Every id at or below the ceiling may have been handed out by an
 		// earlier process: this one starts above it.
@@ -339,6 +345,12 @@ func (n *Node) Step(in Input) *Ready {
 		n.onDrain(in)
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T", in))
+	}
+	if _, tick := in.(*Tick); tick {
+		// Assignments run at a Tick, which the Node asks for at once when a
+		// cohort changed: the joins and leaves queued before it (a member
+		// subscribing to every partition) are assigned together.
+		n.assignCohorts()
 	}
 	n.expireHandshakes()
 	n.expireSkeletons()
@@ -553,6 +565,9 @@ func (n *Node) nextWakeMs() int64 {
 		wake = n.deadlines[0].atMs
 	}
 	if at := n.nextSkeletonExpiryMs(); at != 0 && (wake == 0 || at < wake) {
+		wake = at
+	}
+	if at := n.cohortsWakeMs(); at != 0 && (wake == 0 || at < wake) {
 		wake = at
 	}
 	return wake

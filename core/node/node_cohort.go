@@ -9,29 +9,36 @@ import (
 )
 
 // The Node's cohort registry (docs/cohorts.md, "The registry"): one cohort
-// per queue (topic, group) with live members, run through core/cohort on
-// every membership change; the results go out as SetOwner to each moved
-// partition's Host and AssignmentNotice to each member whose set changed.
+// per queue (topic, group), its members and their exclusive subscriptions.
+// Joins and leaves only mark a cohort dirty; the Node asks for a Tick at
+// once and runs core/cohort once per dirty cohort at it, so a member
+// subscribing to every partition of a large queue, or a session ending
+// with all of them, costs one assignment rather than one per partition.
 // Invariants:
-//   - a cohort exists exactly while it has members; its id is the one its
-//     first member named, and a join naming another is refused (409);
-//   - a member is one member id of one session, with one exclusive
-//     subscription per partition it takes; the cohort.Cohort's members are
-//     exactly these, each subscribed to the partitions of its subscriptions;
-//   - every partition's owner, as the Host was last told, is the
-//     subscription of the member core/cohort names (or 0), under the
-//     cohort's generation; generations start at boot<<32, so a restarted
-//     broker never repeats one a client saw;
-//   - volatile: after a restart members join again (their subscriptions do
-//     not survive one), so nothing here is logged.
+//   - a cohort's id binds its queue while the cohort has a member with a
+//     subscription; a join naming another id is refused (409) until then;
+//   - a member is one member id on one session, with one exclusive
+//     subscription per partition it takes (a member id reappearing on
+//     another session moves there: its old subscriptions stop counting);
+//   - after each assignment, every partition's Host has been sent the
+//     owner core/cohort names, as that member's subscription of the
+//     partition (or 0), whenever that differs from what it was last sent,
+//     under the cohort's generation; and every member whose set changed (or
+//     that is new on its session) has been sent its set;
+//   - generations never go back, also across a cohort forgotten and
+//     created again (cohortGenHigh) and across restarts (boot<<32);
+//   - volatile: after a restart members join again.
 
 // cohortKey names a queue's cohort.
 type cohortKey struct{ topic, group string }
 
-// cohortEntry is one live cohort.
+// cohortEntry is one cohort.
 type cohortEntry struct {
 	c       *cohort.Cohort
 	members map[cohort.MemberID]*cohortMember
+	// told is, per partition, the SubID its Host was last sent (0: none or
+	// nobody; a Host starts with no owner).
+	told []uint64
 }
 
 // cohortMember is one member: its session and its exclusive subscriptions.
@@ -39,6 +46,10 @@ type cohortMember struct {
 	session Address
 	subs    map[uint32]uint64 // partition -> SubID
 	target  uint32
+	// noticed is the set its session was last sent; renotice asks for a
+	// notice even when unchanged (a new member, or one that moved).
+	noticed  []uint32
+	renotice bool
 }
 
 func (m *cohortMember) asMember(id cohort.MemberID) cohort.Member {
@@ -50,64 +61,84 @@ func (m *cohortMember) asMember(id cohort.MemberID) cohort.Member {
 	return cohort.Member{ID: id, Partitions: parts, Target: m.target}
 }
 
-// onCohortJoin adds a session's exclusive subscription to its queue's
-// cohort, creating the cohort for its first member.
+// onCohortJoin records a session's exclusive subscription as its member's
+// and answers at once; the assignment follows at the next Tick.
 func (n *Node) onCohortJoin(from Address, msg *CohortJoin) {
 	assertHold(from.Kind == AddrSession, "only a session joins a cohort")
 	key := cohortKey{msg.Queue.Topic, msg.Queue.Group}
 	e := n.cohorts[key]
-	if e == nil {
-		c, err := cohort.NewCohort(msg.CohortID, msg.Partitions, n.state.boot<<32)
-		if err != nil {
-			// The session checked id and count; a refusal here is ours.
-			n.send(from, &CohortJoined{Token: msg.Token, Err: core.ErrInvalidSettings})
+	if e != nil && e.c.ID() != msg.CohortID && n.liveMembers(e) == 0 {
+		// Every member is leaving at the next assignment: the queue is free
+		// for another id. The Hosts keep what they were told.
+		if !n.recreateCohort(key, e, msg) {
+			n.send(from, &CohortJoined{Token: msg.Token, Err: core.ErrCohortPartitions})
 			return
 		}
-		e = &cohortEntry{c: c, members: map[cohort.MemberID]*cohortMember{}}
+	}
+	if e == nil {
+		e = &cohortEntry{members: map[cohort.MemberID]*cohortMember{}, told: make([]uint64, msg.Partitions)}
 		n.cohorts[key] = e
+		if !n.recreateCohort(key, e, msg) {
+			delete(n.cohorts, key)
+			n.send(from, &CohortJoined{Token: msg.Token, Err: core.ErrCohortPartitions})
+			return
+		}
 	}
 	if e.c.ID() != msg.CohortID {
 		n.send(from, &CohortJoined{Token: msg.Token, Err: core.ErrCohortConflict})
 		return
 	}
 	m := e.members[msg.Member]
-	fresh := m == nil
-	if m != nil && m.session != from {
-		// The member id came back on another session (its client could
-		// not resume the old one): the member moves, and the old session's
-		// subscriptions stop counting (they own nothing from now on).
-		m.session, m.subs = from, map[uint32]uint64{}
-	}
-	if fresh {
-		if e.c.Len() >= cohort.MembersMax {
+	if m == nil {
+		if len(e.members) >= cohort.MembersMax {
 			n.send(from, &CohortJoined{Token: msg.Token, Err: core.ErrCohortFull})
-			n.forgetEmptyCohort(key, e)
 			return
 		}
-		m = &cohortMember{session: from, subs: map[uint32]uint64{}}
+		m = &cohortMember{subs: map[uint32]uint64{}, renotice: true, session: from}
 		e.members[msg.Member] = m
+	}
+	if m.session != from {
+		// The member id came back on another session (its client could
+		// not resume the old one): the member moves.
+		old := m.session
+		m.session, m.subs, m.renotice = from, map[uint32]uint64{}, true
+		n.unindexSession(old, key, e)
 	}
 	m.subs[msg.Queue.Partition] = msg.SubID
 	m.target = msg.Target
-	var change cohort.Change
-	var err error
-	if fresh {
-		change, err = e.c.Join(m.asMember(msg.Member))
-	} else {
-		change, err = e.c.Update(m.asMember(msg.Member))
-	}
-	assertHold(err == nil, "a validated join is accepted by the cohort")
+	n.indexSession(from, key)
 	n.send(from, &CohortJoined{Token: msg.Token})
-	n.applyCohortChange(key, e, change)
-	// The first notice of a member reflects its assignment even when the
-	// join moved nothing (a stand-by member of a one-partition queue).
-	if fresh && !memberListed(change, msg.Member) {
-		n.noticeMember(key, e, msg.Member)
-	}
+	n.cohortsDirty[key] = true
 }
 
-// onCohortLeave drops one exclusive subscription from its member; the
-// member leaves with its last one, the cohort with its last member.
+// recreateCohort gives e a fresh cohort object named by msg (its first
+// member, or the first after every member left), starting above every
+// generation the Node issued.
+func (n *Node) recreateCohort(key cohortKey, e *cohortEntry, msg *CohortJoin) bool {
+	c, err := cohort.NewCohort(msg.CohortID, msg.Partitions, max(n.state.boot<<32, n.cohortGenHigh))
+	if err != nil {
+		return false // a partition count past cohort.PartitionsMax
+	}
+	e.c = c
+	if uint32(len(e.told)) != msg.Partitions {
+		e.told = make([]uint64, msg.Partitions) // counts never change; belt and braces
+	}
+	clear(e.members)
+	return true
+}
+
+// liveMembers counts the members that still have a subscription.
+func (n *Node) liveMembers(e *cohortEntry) int {
+	live := 0
+	for _, m := range e.members {
+		if len(m.subs) > 0 {
+			live++
+		}
+	}
+	return live
+}
+
+// onCohortLeave drops one exclusive subscription from its member.
 func (n *Node) onCohortLeave(from Address, msg *CohortLeave) {
 	key := cohortKey{msg.Queue.Topic, msg.Queue.Group}
 	e := n.cohorts[key]
@@ -119,105 +150,139 @@ func (n *Node) onCohortLeave(from Address, msg *CohortLeave) {
 		return // stale: the member moved to another session, or resubscribed
 	}
 	delete(m.subs, msg.Queue.Partition)
-	n.refreshMember(key, e, msg.Member, m)
+	n.cohortsDirty[key] = true
 }
 
-// refreshMember runs the cohort after m's subscriptions changed.
-func (n *Node) refreshMember(key cohortKey, e *cohortEntry, id cohort.MemberID, m *cohortMember) {
-	var change cohort.Change
-	var err error
-	if len(m.subs) == 0 {
-		delete(e.members, id)
-		change, err = e.c.Leave(id)
-	} else {
-		change, err = e.c.Update(m.asMember(id))
-	}
-	assertHold(err == nil, "a known member's change is accepted by the cohort")
-	n.applyCohortChange(key, e, change)
-	n.forgetEmptyCohort(key, e)
-}
-
-// dropSessionCohorts removes an ended session from every cohort.
+// dropSessionCohorts removes an ended session's members everywhere.
 func (n *Node) dropSessionCohorts(session Address) {
-	for _, key := range n.sortedCohortKeys() {
+	keys := n.sessionCohorts[session.Session]
+	delete(n.sessionCohorts, session.Session)
+	for key := range keys {
 		e := n.cohorts[key]
-		for _, id := range sortedMemberIDs(e.members) {
-			if m := e.members[id]; m.session == session {
+		if e == nil {
+			continue
+		}
+		for _, m := range e.members {
+			if m.session == session {
 				clear(m.subs)
-				n.refreshMember(key, e, id, m)
+				n.cohortsDirty[key] = true
 			}
 		}
 	}
 }
 
-// forgetEmptyCohort drops a cohort with no members: its id binds the queue
-// only while someone uses it.
-func (n *Node) forgetEmptyCohort(key cohortKey, e *cohortEntry) {
-	if e.c.Len() == 0 {
-		assertHold(len(e.members) == 0, "a cohort with no members has no member entries")
+func (n *Node) indexSession(session Address, key cohortKey) {
+	keys := n.sessionCohorts[session.Session]
+	if keys == nil {
+		keys = map[cohortKey]bool{}
+		n.sessionCohorts[session.Session] = keys
+	}
+	keys[key] = true
+}
+
+// unindexSession forgets key for session unless another of its members
+// is in e.
+func (n *Node) unindexSession(session Address, key cohortKey, e *cohortEntry) {
+	for _, m := range e.members {
+		if m.session == session && len(m.subs) > 0 {
+			return
+		}
+	}
+	if keys := n.sessionCohorts[session.Session]; keys != nil {
+		delete(keys, key)
+		if len(keys) == 0 {
+			delete(n.sessionCohorts, session.Session)
+		}
+	}
+}
+
+// cohortsWakeMs asks for a Tick at once while a cohort waits for its
+// assignment.
+func (n *Node) cohortsWakeMs() int64 {
+	if len(n.cohortsDirty) == 0 {
+		return 0
+	}
+	return n.nowMs
+}
+
+// assignCohorts runs the assignment of every dirty cohort, in key order.
+func (n *Node) assignCohorts() {
+	if len(n.cohortsDirty) == 0 {
+		return
+	}
+	keys := make([]cohortKey, 0, len(n.cohortsDirty))
+	for k := range n.cohortsDirty {
+		keys = append(keys, k)
+	}
+	sortCohortKeys(keys)
+	clear(n.cohortsDirty)
+	for _, key := range keys {
+		if e := n.cohorts[key]; e != nil {
+			n.assignCohort(key, e)
+		}
+	}
+}
+
+// assignCohort drops members with no subscription, assigns once, and sends
+// what the Hosts and members must hear.
+func (n *Node) assignCohort(key cohortKey, e *cohortEntry) {
+	ids := sortedMemberIDs(e.members)
+	members := make([]cohort.Member, 0, len(ids))
+	for _, id := range ids {
+		m := e.members[id]
+		if len(m.subs) == 0 {
+			delete(e.members, id)
+			n.unindexSession(m.session, key, e)
+			continue
+		}
+		members = append(members, m.asMember(id))
+	}
+	change, err := e.c.Set(members)
+	assertHold(err == nil, "the registry's members are a valid cohort")
+	n.cohortGenHigh = max(n.cohortGenHigh, change.Generation)
+	gen := e.c.Generation()
+	// Owners: compared against what each Host was last sent, not against
+	// the change, so a member that resubscribed a partition it keeps (a new
+	// SubID) or moved sessions is pointed at its new subscription too.
+	for p, o := range e.c.Owners() {
+		var want uint64
+		if o.Assigned {
+			want = e.members[o.Member].subs[uint32(p)]
+			assertHold(want != 0, "an owner subscribes to the partition it owns")
+		}
+		if want != e.told[p] {
+			e.told[p] = want
+			n.send(PartitionAddr(core.QueueID{Topic: key.topic, Group: key.group, Partition: uint32(p)}),
+				&SetOwner{SubID: want, Generation: gen})
+		}
+	}
+	for _, id := range sortedMemberIDs(e.members) {
+		m := e.members[id]
+		set := e.c.Assignment(id)
+		if m.renotice || !slices.Equal(set, m.noticed) {
+			m.noticed, m.renotice = set, false
+			n.send(m.session, &AssignmentNotice{Topic: key.topic, Group: key.group, CohortID: e.c.ID(), Generation: gen, Assigned: set})
+		}
+	}
+	if len(e.members) == 0 {
+		// Kept while a Host may still name an owner: forgotten once every
+		// partition was told nobody.
+		for _, subID := range e.told {
+			if subID != 0 {
+				return
+			}
+		}
 		delete(n.cohorts, key)
 	}
 }
 
-// applyCohortChange sends the owners and notices a change calls for.
-func (n *Node) applyCohortChange(key cohortKey, e *cohortEntry, change cohort.Change) {
-	for _, pc := range change.Partitions {
-		var subID uint64
-		if pc.New.Assigned {
-			owner := e.members[pc.New.Member]
-			assertHold(owner != nil, "an owner is a member")
-			subID = owner.subs[pc.Partition]
-			assertHold(subID != 0, "an owner subscribes to the partition it owns")
-		}
-		n.send(PartitionAddr(core.QueueID{Topic: key.topic, Group: key.group, Partition: pc.Partition}),
-			&SetOwner{SubID: subID, Generation: change.Generation})
-	}
-	for _, mc := range change.Members {
-		if m := e.members[mc.Member]; m != nil {
-			n.send(m.session, &AssignmentNotice{Topic: key.topic, Group: key.group, CohortID: e.c.ID(),
-				Generation: change.Generation, Assigned: mc.Assigned})
-		}
-	}
-}
-
-// noticeMember sends a member its current assignment.
-func (n *Node) noticeMember(key cohortKey, e *cohortEntry, id cohort.MemberID) {
-	m := e.members[id]
-	assertHold(m != nil, "a notice goes to a member")
-	n.send(m.session, &AssignmentNotice{Topic: key.topic, Group: key.group, CohortID: e.c.ID(),
-		Generation: e.c.Generation(), Assigned: e.c.Assignment(id)})
-}
-
-func memberListed(change cohort.Change, id cohort.MemberID) bool {
-	for _, mc := range change.Members {
-		if mc.Member == id {
-			return true
-		}
-	}
-	return false
-}
-
-func (n *Node) sortedCohortKeys() []cohortKey {
-	keys := make([]cohortKey, 0, len(n.cohorts))
-	for k := range n.cohorts {
-		keys = append(keys, k)
-	}
+func sortCohortKeys(keys []cohortKey) {
 	slices.SortFunc(keys, func(a, b cohortKey) int {
 		if a.topic != b.topic {
-			if a.topic < b.topic {
-				return -1
-			}
-			return 1
+			return compareStrings(a.topic, b.topic)
 		}
-		if a.group < b.group {
-			return -1
-		}
-		if a.group > b.group {
-			return 1
-		}
-		return 0
+		return compareStrings(a.group, b.group)
 	})
-	return keys
 }
 
 func sortedMemberIDs(members map[cohort.MemberID]*cohortMember) []cohort.MemberID {
@@ -236,22 +301,30 @@ func sortedMemberIDs(members map[cohort.MemberID]*cohortMember) []cohort.MemberI
 	return ids
 }
 
-// checkCohorts verifies the registry against each cohort (CheckInvariants).
+// checkCohorts verifies the registry (CheckInvariants).
 func (n *Node) checkCohorts() error {
 	for key, e := range n.cohorts {
 		if err := e.c.CheckInvariants(); err != nil {
 			return err
 		}
-		if e.c.Len() != len(e.members) || e.c.Len() == 0 {
-			return fmt.Errorf("cohort %s/%s: %d members in the cohort, %d entries", key.topic, key.group, e.c.Len(), len(e.members))
+		if uint32(len(e.told)) != e.c.PartitionCount() {
+			return fmt.Errorf("cohort %s/%s: %d partitions told, %d in the cohort", key.topic, key.group, len(e.told), e.c.PartitionCount())
 		}
-		for _, cm := range e.c.Members() {
-			m := e.members[cm.ID]
-			if m == nil || len(m.subs) != len(cm.Partitions) {
-				return fmt.Errorf("cohort %s/%s: member %s's partitions disagree with its subscriptions", key.topic, key.group, cm.ID)
+		for id, m := range e.members {
+			if n.sessions[m.session.Session] == nil && len(m.subs) > 0 {
+				return fmt.Errorf("cohort %s/%s: member %s's session %d has ended", key.topic, key.group, id, m.session.Session)
 			}
-			if n.sessions[m.session.Session] == nil {
-				return fmt.Errorf("cohort %s/%s: member %s's session %d has ended", key.topic, key.group, cm.ID, m.session.Session)
+			if len(m.subs) > 0 && !n.sessionCohorts[m.session.Session][key] {
+				return fmt.Errorf("cohort %s/%s: member %s's session %d is not indexed", key.topic, key.group, id, m.session.Session)
+			}
+		}
+		if e.c.Generation() > n.cohortGenHigh && len(n.cohortsDirty) == 0 {
+			return fmt.Errorf("cohort %s/%s: generation %d past the Node's high %d", key.topic, key.group, e.c.Generation(), n.cohortGenHigh)
+		}
+		if len(n.cohortsDirty) == 0 {
+			// Settled: the cohort's members are the registry's.
+			if e.c.Len() != len(e.members) {
+				return fmt.Errorf("cohort %s/%s: %d members in the cohort, %d entries", key.topic, key.group, e.c.Len(), len(e.members))
 			}
 		}
 	}

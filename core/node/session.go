@@ -135,7 +135,7 @@ type Session struct {
 	// (session_cohort.go).
 	memberID    cohort.MemberID
 	cohortViews map[cohortKey]*cohortView
-	subSeq   uint64
+	subSeq      uint64
 	// heldBytes counts payload bytes of held deliveries (all subscriptions),
 	// heldCount the deliveries.
 	heldBytes int

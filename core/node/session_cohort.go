@@ -27,9 +27,10 @@ import (
 
 // exclusiveSpec is what an exclusive SUBSCRIBE (or reconcile entry) asks.
 type exclusiveSpec struct {
-	cohortID string
-	target   uint32
-	member   cohort.MemberID // the session's, once resolved
+	cohortID  string
+	target    uint32
+	targetSet bool            // consumer_target was sent (echoed even when 0)
+	member    cohort.MemberID // the session's, once resolved
 }
 
 // cohortView is what the session knows and told of one cohort.
@@ -92,7 +93,7 @@ func exclusiveOf(group wire.Optional[string], target wire.Optional[uint32]) (*ex
 	}
 	spec := &exclusiveSpec{cohortID: group.Value}
 	if target.Present {
-		spec.target = target.Value
+		spec.target, spec.targetSet = target.Value, true
 	}
 	return spec, ""
 }
@@ -183,7 +184,7 @@ func (s *Session) onAssignmentNotice(m *AssignmentNotice) {
 
 func (s *Session) joinedCohort(key cohortKey) bool {
 	for _, sub := range s.subs {
-		if sub.exclusive != nil && sub.key.Topic == key.topic && sub.key.Group == key.group {
+		if sub.cohortJoined && sub.key.Topic == key.topic && sub.key.Group == key.group {
 			return true
 		}
 	}
@@ -250,20 +251,10 @@ func (s *Session) subscribeOk(sub *sessionSub) *wire.SubscribeOk {
 	ok := &wire.SubscribeOk{SubID: sub.id, Topic: sub.key.Topic, Partition: sub.key.Partition, Group: sub.group, Prefetch: sub.prefetch}
 	if sub.exclusive != nil {
 		ok.ConsumerGroup = wire.Some(sub.exclusive.cohortID)
-		if sub.exclusive.target != 0 {
+		if sub.exclusive.targetSet {
 			ok.ConsumerTarget = wire.Some(sub.exclusive.target)
 		}
 		ok.MemberID = wire.Some(wire.UUID(sub.exclusive.member))
 	}
 	return ok
-}
-
-// sameCohortFields reports whether a client's reconcile view asks for the
-// exclusivity sub has (PROTOCOL 7.8 compares ack mode and prefetch; a
-// subscription that is exclusive on one side only is a mismatch too).
-func sameCohortFields(sub *sessionSub, cs wire.ReconcileSub) bool {
-	if sub.exclusive == nil || !cs.ConsumerGroup.Present {
-		return sub.exclusive == nil && !cs.ConsumerGroup.Present
-	}
-	return sub.exclusive.cohortID == cs.ConsumerGroup.Value
 }

@@ -86,15 +86,14 @@ func (s *Session) handleReconcile(requestID uint64, rc *wire.ReconcileClient) bo
 }
 
 // reconcileOne decides one client entry by the table of PROTOCOL 7.8;
-// sub is the server's subscription on the same key, or nil. An exclusive
-// subscription matches only an entry naming its consumer_group (target and
-// member id are the session's and need no comparing: one member per
-// session).
+// sub is the server's subscription on the same key, or nil. consumer_group,
+// consumer_target and member_id are not compared (PROTOCOL 7.8 compares
+// topic, group, partition, ack mode and prefetch); a restore carries them.
 func (s *Session) reconcileOne(run *reconcileRun, policy wire.ReconcilePolicy, q core.QueueID, cs wire.ReconcileSub, sub *sessionSub) {
 	switch {
 	// Matching by (topic, partition, group) as PROTOCOL 7.8 says, not by
 	// sub id: the client's ids are from before the reconnect.
-	case sub != nil && sub.autoAck == cs.AutoAck && sub.prefetch == cs.Prefetch && sameCohortFields(sub, cs):
+	case sub != nil && sub.autoAck == cs.AutoAck && sub.prefetch == cs.Prefetch:
 		code, reason := wire.ReasonMatched, "matched"
 		if sub.id != cs.SubID {
 			code, reason = wire.ReasonServerIDChanged, "server_id_changed"
@@ -227,7 +226,7 @@ func (sub *sessionSub) asReconcileSub() wire.ReconcileSub {
 		AutoAck: sub.autoAck, Prefetch: sub.prefetch}
 	if sub.exclusive != nil {
 		rs.ConsumerGroup = wire.Some(sub.exclusive.cohortID)
-		if sub.exclusive.target != 0 {
+		if sub.exclusive.targetSet {
 			rs.ConsumerTarget = wire.Some(sub.exclusive.target)
 		}
 		rs.MemberID = wire.Some(wire.UUID(sub.exclusive.member))

@@ -24,7 +24,8 @@ type streamWorld struct {
 	queue    []Envelope
 	frames   map[ConnID][]sessFrame
 	reqID    uint64
-	reads    int // log reads served
+	reads    int   // log reads served
+	nodeWake int64 // the Node's WakeMs (0: none): run ticks it once idle
 }
 
 func newStreamWorld(t *testing.T) *streamWorld {
@@ -50,7 +51,9 @@ func (w *streamWorld) step(at Address, in Input) {
 	w.t.Helper()
 	switch at.Kind {
 	case AddrNode:
-		w.effects(at, w.node.Step(in))
+		rd := w.node.Step(in)
+		w.nodeWake = rd.WakeMs
+		w.effects(at, rd)
 		if err := w.node.CheckInvariants(); err != nil {
 			w.t.Fatal(err)
 		}
@@ -171,6 +174,20 @@ func (w *streamWorld) load(req LoadRequest) {
 }
 
 func (w *streamWorld) run() {
+	w.t.Helper()
+	for {
+		w.drain()
+		// A Node timer due now fires once the queue is idle, as a
+		// driver's timer fires after the envelopes already queued.
+		if w.nodeWake == 0 || w.nodeWake > w.now {
+			return
+		}
+		w.nodeWake = 0
+		w.step(NodeAddr(), &Tick{NowMs: w.now})
+	}
+}
+
+func (w *streamWorld) drain() {
 	w.t.Helper()
 	for len(w.queue) > 0 {
 		env := w.queue[0]

@@ -1,0 +1,232 @@
+package node
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/fibril-go/fibril/transport/wire"
+)
+
+// Regression tests for defects a review of the cohort wiring found, each
+// failing on the code before its fix (docs/cohorts.md).
+
+func hostOwners(w *streamWorld) []uint64 {
+	var out []uint64
+	for p := uint32(0); p < cohortParts; p++ {
+		h := w.qhosts[qid(cohortTopic, p)]
+		if h == nil {
+			out = append(out, 999)
+			continue
+		}
+		sub, _ := h.Partition().Owner()
+		out = append(out, sub)
+	}
+	return out
+}
+
+// A cohort forgotten (all members left) and created again restarted its
+// generations at boot<<32; the Hosts held the higher generation of the
+// previous one's last SetOwner and ignored the new ones: no deliveries.
+func TestCohortRecreatedGetsDeliveries(t *testing.T) {
+	w := newCohortWorld(t)
+	w.connect(1)
+	joinAll(t, w, 1, "g", 10)
+	lastAssignment(t, w, 1, nil)
+	if got := deliveredParts(t, w, 1); len(got[1]) != cohortParts {
+		t.Fatalf("first member got %v", got)
+	}
+	t.Logf("owners after first join %v", hostOwners(w))
+	w.closeConn(1)
+	w.advance(w.cfg.ReconnectGraceMs + 1)
+	t.Logf("owners after leave %v", hostOwners(w))
+	w.connect(2)
+	joinAll(t, w, 2, "g", 10)
+	a := lastAssignment(t, w, 2, nil)
+	t.Logf("assignment %+v owners %v", a, hostOwners(w))
+	if got := deliveredParts(t, w, 2); !slices.Equal(got[2], []uint32{0, 1, 2, 3}) {
+		t.Fatalf("a recreated cohort's only member got %v, assigned %v", got[2], a.Assigned)
+	}
+}
+
+// The member id comes back on another session while the first lives
+// (dormant): the partitions the member keeps owning were never pointed at
+// the new session's subscriptions.
+func TestCohortMemberMovesSessions(t *testing.T) {
+	w := newCohortWorld(t)
+	w.connect(1)
+	m := joinAll(t, w, 1, "g", 10)
+	lastAssignment(t, w, 1, nil)
+	w.closeConn(1) // dormant, within grace
+	w.connect(2)
+	for p := uint32(0); p < cohortParts; p++ {
+		w.frame(2, wire.OpSubscribe, wire.Subscribe{Topic: cohortTopic, Partition: p, Prefetch: 10,
+			ConsumerGroup: wire.Some("g"), MemberID: wire.Some(m)})
+		if ok := w.take(2, wire.OpSubscribeOk); len(ok) != 1 {
+			t.Fatalf("p%d: %+v", p, w.frames[2])
+		}
+	}
+	t.Logf("owners with the member on session 2 %v", hostOwners(w))
+	w.advance(w.cfg.ReconnectGraceMs + 1) // session 1 ends
+	t.Logf("owners after session 1 ended %v", hostOwners(w))
+	if got := deliveredParts(t, w, 2); !slices.Equal(got[2], []uint32{0, 1, 2, 3}) {
+		t.Fatalf("member on its new session got %v", got[2])
+	}
+}
+
+// runHolding is run, but envelopes hold() picks are kept back (returned).
+func (w *streamWorld) runHolding(hold func(Envelope) bool) []Envelope {
+	w.t.Helper()
+	var held []Envelope
+	for len(w.queue) > 0 {
+		env := w.queue[0]
+		w.queue = w.queue[1:]
+		if hold(env) {
+			held = append(held, env)
+			continue
+		}
+		switch {
+		case env.To.Kind == AddrSession && w.sessions[env.To.Session] == nil,
+			env.To.Kind == AddrPartition && w.hosts[env.To.Queue] == nil && w.qhosts[env.To.Queue] == nil:
+			w.step(env.From, &Bounced{NowMs: w.now, Envelope: env})
+		default:
+			w.step(env.To, &Deliver{NowMs: w.now, Envelope: env})
+		}
+	}
+	return held
+}
+
+func (w *streamWorld) frameHolding(conn ConnID, op wire.Opcode, body wire.Body, hold func(Envelope) bool) []Envelope {
+	w.t.Helper()
+	w.reqID++
+	payload := body.AppendTo(nil)
+	in := &Frame{NowMs: w.now, Conn: conn, Payload: payload,
+		Header: wire.Header{PayloadSizeBytes: uint32(len(payload)), Version: 1, Opcode: op, RequestID: w.reqID}}
+	w.step(SessionAddr(w.bound[conn]), in)
+	return w.runHolding(hold)
+}
+
+// One session, one partition: subscription s1's join is accepted but its
+// CohortJoined is slow; s1 is dropped (reconcile), s2 subscribes the same
+// partition and its join reaches the Node before s1's late leave. The Node
+// overwrote the member's SubID without a SetOwner: the Host kept s1.
+func TestCohortResubscribeOvertakesLateLeave(t *testing.T) {
+	w := newCohortWorld(t)
+	w.connect(1)
+	isJoined := func(e Envelope) bool { _, ok := e.Msg.(*CohortJoined); return ok }
+	held := w.frameHolding(1, wire.OpSubscribe, wire.Subscribe{Topic: cohortTopic, Partition: 0, Prefetch: 10,
+		ConsumerGroup: wire.Some("g")}, isJoined)
+	if len(held) != 1 {
+		t.Fatalf("held %d", len(held))
+	}
+	t.Logf("owners after s1's join %v", hostOwners(w))
+	// The client reconciles listing nothing: s1 (unannounced) is unsubscribed.
+	w.frame(1, wire.OpReconcileClient, wire.ReconcileClient{Policy: wire.ReconcileRestore})
+	w.take(1, wire.OpReconcileResult)
+	w.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: cohortTopic, Partition: 0, Prefetch: 10, ConsumerGroup: wire.Some("g")})
+	if ok := w.take(1, wire.OpSubscribeOk); len(ok) != 1 {
+		t.Fatalf("s2: %+v", w.frames[1])
+	}
+	// Now the late CohortJoined of s1 arrives, and its leave after it.
+	w.queue = append(w.queue, held...)
+	w.run()
+	t.Logf("owners after all %v", hostOwners(w))
+	got := deliveredParts(t, w, 1)
+	if !slices.Contains(got[1], 0) {
+		t.Fatalf("s2, the only member's subscription of partition 0, got nothing: %v", got)
+	}
+}
+
+// On one connection, leaving the cohort (the last member) and joining again
+// gave ASSIGNMENT_CHANGED generations below ones already sent.
+func TestCohortGenerationNeverGoesBackOnOneConnection(t *testing.T) {
+	w := newCohortWorld(t)
+	w.connect(1)
+	joinAll(t, w, 1, "g", 10)
+	a := lastAssignment(t, w, 1, nil)
+	w.frame(1, wire.OpReconcileClient, wire.ReconcileClient{Policy: wire.ReconcileRestore}) // drops every subscription
+	w.take(1, wire.OpReconcileResult)
+	w.take(1, wire.OpAssignmentChanged)
+	joinAll(t, w, 1, "g", 10)
+	var gens []uint64
+	for _, f := range w.take(1, wire.OpAssignmentChanged) {
+		gens = append(gens, f.body.(wire.AssignmentChanged).Generation)
+	}
+	t.Logf("first stream ended at %d, second stream %v, owners %v", a.Generation, gens, hostOwners(w))
+	if len(gens) == 0 || gens[0] <= a.Generation {
+		t.Fatalf("generation went back on one connection")
+	}
+}
+
+// A cohort view outlived membership: a notice in flight landed after the
+// last joined subscription left while an unjoined exclusive one (later
+// refused) existed.
+func TestCohortViewEndsWithMembership(t *testing.T) {
+	w := newCohortWorld(t)
+	w.connect(1)
+	w.connect(2)
+	for _, p := range []uint32{0, 2} {
+		w.frame(1, wire.OpSubscribe, wire.Subscribe{Topic: cohortTopic, Partition: p, Prefetch: 10, ConsumerGroup: wire.Some("g")})
+	}
+	if len(w.take(1, wire.OpSubscribeOk)) != 2 {
+		t.Fatal("conn1")
+	}
+	s1 := w.sessions[w.bound[1]]
+	toS1 := func(e Envelope) bool { return e.To == SessionAddr(w.bound[1]) && (isMsg[*AssignmentNotice](e) || isMsg[*CohortJoined](e)) }
+	var held []Envelope
+	for _, p := range []uint32{0, 2} {
+		held = append(held, w.frameHolding(2, wire.OpSubscribe, wire.Subscribe{Topic: cohortTopic, Partition: p, Prefetch: 10, ConsumerGroup: wire.Some("g")}, toS1)...)
+	}
+	held = append(held, w.frameHolding(1, wire.OpSubscribe, wire.Subscribe{Topic: cohortTopic, Partition: 1, Prefetch: 10, ConsumerGroup: wire.Some("h")}, toS1)...)
+	t.Logf("held %d envelopes for session 1", len(held))
+	// Reconcile keeping only the pending p1 subscription.
+	w.frame(1, wire.OpReconcileClient, wire.ReconcileClient{Policy: wire.ReconcileRestore, Subscriptions: []wire.ReconcileSub{
+		{Topic: cohortTopic, Partition: 1, Prefetch: 10, ConsumerGroup: wire.Some("h")}}})
+	w.queue = append(w.queue, held...)
+	w.run()
+	t.Logf("subs %d, views %d", len(s1.subs), len(s1.cohortViews))
+	if len(s1.subs) == 0 && len(s1.cohortViews) != 0 {
+		t.Fatalf("a session with no subscription keeps %d cohort views", len(s1.cohortViews))
+	}
+}
+
+func isMsg[T Message](e Envelope) bool { _, ok := e.Msg.(T); return ok }
+
+// A departing member's partitions went to the survivor one leave at a time,
+// and each intermediate assignment handed partitions back and forth: the
+// survivor, which loses nothing, is never told a revoke.
+func TestCohortDepartureRevokesNothingFromTheSurvivor(t *testing.T) {
+	w := newCohortWorld(t)
+	w.connect(1)
+	w.connect(2)
+	joinAll(t, w, 1, "g", 10)
+	joinAll(t, w, 2, "g", 10)
+	a1 := lastAssignment(t, w, 1, nil)
+	a2 := lastAssignment(t, w, 2, nil)
+	t.Logf("before: member 1 %v, member 2 %v", a1.Assigned, a2.Assigned)
+	w.closeConn(2)
+	w.advance(w.cfg.ReconnectGraceMs + 1)
+	for _, f := range w.take(1, wire.OpAssignmentChanged) {
+		a := f.body.(wire.AssignmentChanged)
+		if len(a.Revoked) != 0 || len(a.Assigned) != cohortParts {
+			t.Fatalf("the survivor was told generation %d: assigned %v added %v revoked %v", a.Generation, a.Assigned, a.Added, a.Revoked)
+		}
+	}
+	checkHostOwners(t, w)
+}
+
+// checkHostOwners cross-checks every Host's gate owner with what the Node's
+// registry last sent it.
+func checkHostOwners(t *testing.T, w *streamWorld) {
+	t.Helper()
+	for key, e := range w.node.cohorts {
+		for p, told := range e.told {
+			h := w.qhosts[qid(key.topic, uint32(p))]
+			if h == nil {
+				continue
+			}
+			if sub, _ := h.Partition().Owner(); sub != told {
+				t.Fatalf("partition %d: the Host's owner is %d, the Node last sent %d", p, sub, told)
+			}
+		}
+	}
+}
