@@ -17,6 +17,10 @@ package client
 //   - Per cohort key (topic, group, consumer group) the accepted generations
 //     strictly grow: a notice at or below the last accepted one is dropped
 //     (§5.16), so the callback and Assignment never go back in time.
+//   - The Added and Revoked handed to the callback are always the change from
+//     the previous notice accepted for the key (from nothing for the first),
+//     computed here: the frame's are per connection (§5.16) and restart from
+//     nothing on every new connection.
 //   - Notices are accepted only for keys this client subscribed to exclusively
 //     (a state exists from the moment SubscribeTopic starts, before the first
 //     SUBSCRIBE is sent, so no notice can overtake its registration). The table
@@ -194,9 +198,19 @@ func (t *cohortTable) accept(ac wire.AssignmentChanged) {
 			"consumer_group", ac.ConsumerGroup, "generation", ac.Generation, "last", st.generation)
 		return
 	}
+	// Added and Revoked are taken against the last accepted assignment, not
+	// copied from the frame: the broker's are against what it last told
+	// this connection (PROTOCOL §5.16), and a new connection or session
+	// starts its notices from nothing, so after a reconnect the frame's
+	// would leave out every partition lost meanwhile.
+	var previous []uint32
+	if st.seen {
+		previous = st.assigned
+	}
+	assigned := sortedCopy(ac.Assigned)
 	change := AssignmentChange{
 		Topic: key.topic, Group: key.group, ConsumerGroup: key.consumerGroup, Generation: ac.Generation,
-		Assigned: sortedCopy(ac.Assigned), Added: sortedCopy(ac.Added), Revoked: sortedCopy(ac.Revoked),
+		Assigned: assigned, Added: sortedMinus(assigned, previous), Revoked: sortedMinus(previous, assigned),
 	}
 	st.seen = true
 	st.generation = ac.Generation
@@ -288,6 +302,17 @@ func mergeChanges(older, newer AssignmentChange) AssignmentChange {
 	}
 	slices.Sort(merged.Revoked)
 	return merged
+}
+
+// sortedMinus is a minus b, both sorted; nil when empty.
+func sortedMinus(a, b []uint32) []uint32 {
+	var out []uint32
+	for _, p := range a {
+		if _, found := slices.BinarySearch(b, p); !found {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func sortedCopy(partitions []uint32) []uint32 {

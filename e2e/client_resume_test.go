@@ -20,11 +20,14 @@ import (
 
 // cutProxy forwards loopback TCP to a broker; cut closes every connection it
 // carries, as a dropped network would, while new connections still pass.
+// Between hold and release, new connections wait before the proxy dials the
+// broker (a client's dial hangs rather than fails, as over a slow network).
 type cutProxy struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
 	conns  []net.Conn
+	held   chan struct{} // closed by release; nil when not holding
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -35,7 +38,7 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 	}
 	p := &cutProxy{ln: ln, target: target}
 	go p.serve()
-	t.Cleanup(func() { ln.Close(); p.cut() })
+	t.Cleanup(func() { ln.Close(); p.release(); p.cut() })
 	return p
 }
 
@@ -47,16 +50,45 @@ func (p *cutProxy) serve() {
 		if err != nil {
 			return
 		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			down.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, down, up)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(up, down); up.Close(); down.Close() }()
-		go func() { _, _ = io.Copy(down, up); up.Close(); down.Close() }()
+		go p.forward(down)
+	}
+}
+
+func (p *cutProxy) forward(down net.Conn) {
+	p.mu.Lock()
+	held := p.held
+	p.mu.Unlock()
+	if held != nil {
+		<-held
+	}
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		down.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, down, up)
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(up, down); up.Close(); down.Close() }()
+	go func() { _, _ = io.Copy(down, up); up.Close(); down.Close() }()
+}
+
+// hold makes new connections wait, until release, before the proxy dials
+// the broker.
+func (p *cutProxy) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held == nil {
+		p.held = make(chan struct{})
+	}
+}
+
+func (p *cutProxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held != nil {
+		close(p.held)
+		p.held = nil
 	}
 }
 

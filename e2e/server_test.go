@@ -23,6 +23,10 @@ import (
 var fibrilBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(memberProcessEnv) != "" {
+		// This process is a cohort member the test started (cohorts_test.go).
+		os.Exit(runMemberProcess())
+	}
 	dir, err := os.MkdirTemp("", "fibril-e2e-bin")
 	if err != nil {
 		panic(err)
@@ -51,6 +55,10 @@ type server struct {
 	args    []string
 	cmd     *exec.Cmd
 	log     *bytes.Buffer
+	// bin and env, when set, run another build (a mutant's) with more
+	// environment.
+	bin string
+	env []string
 }
 
 func freePort(t testing.TB) int {
@@ -85,7 +93,14 @@ func (s *server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 func (s *server) start() {
 	s.t.Helper()
 	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr(), "--lease-ms", "2000"}, s.args...)
-	s.cmd = exec.Command(fibrilBin, args...)
+	bin := s.bin
+	if bin == "" {
+		bin = fibrilBin
+	}
+	s.cmd = exec.Command(bin, args...)
+	if len(s.env) > 0 {
+		s.cmd.Env = append(os.Environ(), s.env...)
+	}
 	s.log = &bytes.Buffer{}
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
