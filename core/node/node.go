@@ -75,8 +75,10 @@ type Node struct {
 	// or a load (bounded by deadLetterForwardsMax).
 	forwardsWaiting int
 	bootWaiters     []bootWaiter
-	// cohorts are the live exclusive consumer groups (node_cohort.go).
-	cohorts map[cohortKey]*cohortEntry
+	// cohorts are the live exclusive consumer groups (node_cohort.go);
+	// cohortGenerationMax is the newest generation a forgotten one reached.
+	cohorts             map[cohortKey]*cohortEntry
+	cohortGenerationMax uint64
 
 	rd Ready
 	// carry keeps the Ready NewNode filled (the boot record) for the first

@@ -21,7 +21,10 @@ import (
 //   - every partition's owner, as the Host was last told, is the
 //     subscription of the member core/cohort names (or 0), under the
 //     cohort's generation; generations start at boot<<32, so a restarted
-//     broker never repeats one a client saw;
+//     broker never repeats one a client saw, and a new cohort starts above
+//     every generation a forgotten one reached, so a queue whose cohort
+//     emptied never repeats one either (clients drop notices at or below
+//     the last generation they saw, across their reconnects);
 //   - volatile: after a restart members join again (their subscriptions do
 //     not survive one), so nothing here is logged.
 
@@ -57,7 +60,7 @@ func (n *Node) onCohortJoin(from Address, msg *CohortJoin) {
 	key := cohortKey{msg.Queue.Topic, msg.Queue.Group}
 	e := n.cohorts[key]
 	if e == nil {
-		c, err := cohort.NewCohort(msg.CohortID, msg.Partitions, n.state.boot<<32)
+		c, err := cohort.NewCohort(msg.CohortID, msg.Partitions, max(n.state.boot<<32, n.cohortGenerationMax))
 		if err != nil {
 			// The session checked id and count; a refusal here is ours.
 			n.send(from, &CohortJoined{Token: msg.Token, Err: core.ErrInvalidSettings})
@@ -72,7 +75,8 @@ func (n *Node) onCohortJoin(from Address, msg *CohortJoin) {
 	}
 	m := e.members[msg.Member]
 	fresh := m == nil
-	if m != nil && m.session != from {
+	moved := m != nil && m.session != from
+	if moved {
 		// The member id came back on another session (its client could
 		// not resume the old one): the member moves, and the old session's
 		// subscriptions stop counting (they own nothing from now on).
@@ -99,11 +103,27 @@ func (n *Node) onCohortJoin(from Address, msg *CohortJoin) {
 	assertHold(err == nil, "a validated join is accepted by the cohort")
 	n.send(from, &CohortJoined{Token: msg.Token})
 	n.applyCohortChange(key, e, change)
-	// The first notice of a member reflects its assignment even when the
-	// join moved nothing (a stand-by member of a one-partition queue).
-	if fresh && !memberListed(change, msg.Member) {
+	if moved && !partitionListed(change, msg.Queue.Partition) && slices.Contains(e.c.Assignment(msg.Member), msg.Queue.Partition) {
+		// The member kept this partition across its move: no owner
+		// changed, but the Host still names the old session's
+		// subscription, which owns nothing from now on.
+		n.send(PartitionAddr(msg.Queue), &SetOwner{SubID: msg.SubID, Generation: e.c.Generation()})
+	}
+	// The first notice of a member (or of a member on the session it
+	// moved to) reflects its assignment even when the join moved nothing
+	// (a stand-by member of a one-partition queue).
+	if (fresh || moved) && !memberListed(change, msg.Member) {
 		n.noticeMember(key, e, msg.Member)
 	}
+}
+
+func partitionListed(change cohort.Change, partition uint32) bool {
+	for _, pc := range change.Partitions {
+		if pc.Partition == partition {
+			return true
+		}
+	}
+	return false
 }
 
 // onCohortLeave drops one exclusive subscription from its member; the
@@ -155,6 +175,7 @@ func (n *Node) dropSessionCohorts(session Address) {
 func (n *Node) forgetEmptyCohort(key cohortKey, e *cohortEntry) {
 	if e.c.Len() == 0 {
 		assertHold(len(e.members) == 0, "a cohort with no members has no member entries")
+		n.cohortGenerationMax = max(n.cohortGenerationMax, e.c.Generation())
 		delete(n.cohorts, key)
 	}
 }
