@@ -52,6 +52,7 @@ type cohortHolding struct {
 	seq      uint64 // the delivery event
 	leaseIdx uint64 // the lease entry's log index (0: unknown)
 	endIdx   uint64 // the entry that ended it (0: it still holds)
+	reported bool   // a delivery to another was reported against it: once is enough
 }
 
 type cohortPartState struct {
@@ -186,10 +187,11 @@ func (c *cohortChecker) onDeliver(e *Event) {
 	s := c.part(e.Part)
 	subject := fmt.Sprintf("%s msg %d", c.h.PartName(e.Part), e.MsgID)
 	// The holder reported is the oldest other delivery still held, so the
-	// report is the same whatever the map order.
+	// report is the same whatever the map order; each holding is reported
+	// once (a broken gate would otherwise repeat it for every delivery).
 	var other *cohortHolding
 	for _, h := range s.active {
-		if h.offset == e.Offset || (h.sub == e.Sub && h.sub != 0) {
+		if h.offset == e.Offset || (h.sub == e.Sub && h.sub != 0) || h.reported {
 			continue
 		}
 		if other == nil || h.seq < other.seq {
@@ -197,6 +199,7 @@ func (c *cohortChecker) onDeliver(e *Event) {
 		}
 	}
 	if other != nil {
+		other.reported = true
 		holder := fmt.Sprintf("sub %d", other.sub)
 		if other.sub == 0 {
 			holder = fmt.Sprintf("a lease recovered after a restart (delivered to sub %d)", other.origSub)
