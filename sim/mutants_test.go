@@ -64,6 +64,9 @@ func mutants() []brokenVariant {
 		{name: "stream-eager-retention", active: mutant.StreamEagerRetention},
 		{name: "stream-speculative-flag-lost", active: mutant.StreamSpeculativeFlagLost},
 		{name: "stream-read-cache-stale", active: mutant.StreamReadCacheStale},
+		{name: "gate-open-early", active: mutant.GateOpenEarly},
+		{name: "cohort-drop-owner", active: mutant.CohortDropOwner},
+		{name: "gate-ignores-recovered-leases", active: mutant.GateIgnoresRecoveredLeases},
 		{name: "confirm-before-durable", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &confirmEarly{Partition: p, early: map[uint64]bool{}}
 		}},

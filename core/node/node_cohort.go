@@ -6,6 +6,7 @@ import (
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/core/cohort"
+	"github.com/fibril-go/fibril/mutant"
 )
 
 // The Node's cohort registry (docs/cohorts.md, "The registry"): one cohort
@@ -182,9 +183,10 @@ func (n *Node) forgetEmptyCohort(key cohortKey, e *cohortEntry) {
 
 // applyCohortChange sends the owners and notices a change calls for.
 func (n *Node) applyCohortChange(key cohortKey, e *cohortEntry, change cohort.Change) {
+	dropped := n.mutantDroppedOwner(&change)
 	for _, pc := range change.Partitions {
 		var subID uint64
-		if pc.New.Assigned {
+		if pc.New.Assigned && pc.Partition != dropped {
 			owner := e.members[pc.New.Member]
 			assertHold(owner != nil, "an owner is a member")
 			subID = owner.subs[pc.Partition]
@@ -199,6 +201,27 @@ func (n *Node) applyCohortChange(key cohortKey, e *cohortEntry, change cohort.Ch
 				Generation: change.Generation, Assigned: mc.Assigned})
 		}
 	}
+}
+
+// mutantDroppedOwner (mutant CohortDropOwner only) picks the highest
+// partition the change hands to a member and takes it out of that
+// member's notice; the caller then tells its Host nobody owns it.
+func (n *Node) mutantDroppedOwner(change *cohort.Change) uint32 {
+	none := ^uint32(0)
+	if !mutant.On(mutant.CohortDropOwner) {
+		return none
+	}
+	dropped := none
+	for _, pc := range change.Partitions {
+		if pc.New.Assigned {
+			dropped = pc.Partition
+		}
+	}
+	for i := range change.Members {
+		mc := &change.Members[i]
+		mc.Assigned = slices.DeleteFunc(slices.Clone(mc.Assigned), func(p uint32) bool { return p == dropped })
+	}
+	return dropped
 }
 
 // noticeMember sends a member its current assignment.
