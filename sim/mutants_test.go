@@ -24,7 +24,11 @@ package sim_test
 // batch swapped (StreamReorderDeliveries), and the speculative flag
 // cleared on the way to the session (StreamSpeculativeFlagLost); a one-line
 // hook in core/stream/retention.go retain() makes retention never run
-// (StreamNoRetention, caught by retention_liveness).
+// (StreamNoRetention, caught by retention_liveness). Three break cohorts,
+// for DESIGN.md item 7 (the cohorts scenario): the exclusive gate opening
+// for a new owner at once (GateOpenEarly) or ignoring the leases a restart
+// recovered (GateIgnoresRecoveredLeases), and the Node leaving one
+// partition of a change without an owner (CohortDropOwner).
 
 import (
 	"fmt"
