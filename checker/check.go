@@ -103,6 +103,10 @@ func Check(h *History, opts Options) *Report {
 		v.group = -1
 		r.Violations = append(r.Violations, v)
 	}
+	for _, v := range newCohortChecker(h).run() {
+		v.group = -1
+		r.Violations = append(r.Violations, v)
+	}
 	sort.SliceStable(r.Violations, func(i, j int) bool {
 		a, b := &r.Violations[i], &r.Violations[j]
 		if a.Seq != b.Seq {

@@ -2,7 +2,8 @@
 // (the lifecycle) and per partition (FIFO first deliveries), and invariant
 // checks over the whole run, one for each numbered property of DESIGN.md
 // ("What the checker must be able to say") that a standalone broker has:
-// items 1 to 6 and 10. It imports only core's types.
+// items 1 to 8 and 10 (streams: streams.go; exclusive consumer groups:
+// cohorts.go). It imports only core's types.
 //
 // A history is JSON lines (history.go): a Meta header, then events in the
 // order the simulator recorded them. Check returns a Report; a failing one

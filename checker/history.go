@@ -80,6 +80,13 @@ const (
 	KindStreamTruncate     // node: retention asked storage to drop the log up to Index (Ready Snapshot of a StreamHost)
 	KindStreamSnapshotDone // node: that truncation applied (Index = up-to index, Offset = the new oldest offset)
 	KindStreamDurable      // node: the partition's durable index moved (Index), recorded before the step's deliveries
+	// Appended for exclusive consumer groups (DESIGN.md item 7;
+	// checker/cohorts.go). Member ids are in Text (8-4-4-4-12 hex).
+	KindAssignment  // client: ASSIGNMENT_CHANGED (Conn, Part = the queue's partition 0, Index = generation, Text = member id, Assigned/Added/Revoked = queue partition numbers)
+	KindCohortJoin  // node: a session asked its cohort to take an exclusive subscription (Part, Sub, Text = member id)
+	KindCohortLeave // node: a session told its cohort an exclusive subscription ended (Part, Sub, Text = member id)
+	KindSetOwner    // node: the Node named a partition's exclusive owner (Part, Sub = the owner, 0 = nobody; Index = generation)
+	KindCohortFinal // client, end of run: a cohort member's state (Conn, Part = the queue's partition 0, Text = member id, Assigned = the partitions it is subscribed to, Ok = attached and subscribed to all of them)
 	kindCount
 )
 
@@ -98,6 +105,8 @@ var kindNames = [...]string{
 	KindStreamCommit: "stream_commit", KindStreamRecover: "stream_recover", KindStreamClientSub: "stream_client_sub",
 	KindStreamClientDeliver: "stream_client_deliver", KindStreamFinal: "stream_final",
 	KindStreamTruncate: "stream_truncate", KindStreamSnapshotDone: "stream_snapshot_done", KindStreamDurable: "stream_durable",
+	KindAssignment: "assignment", KindCohortJoin: "cohort_join", KindCohortLeave: "cohort_leave", KindSetOwner: "set_owner",
+	KindCohortFinal: "cohort_final",
 }
 
 func (k Kind) String() string {
@@ -201,6 +210,12 @@ type Event struct {
 	// client: the DELIVER carried fibril.speculative: 1).
 	Bytes       uint64 `json:"bytes,omitempty"`
 	Speculative bool   `json:"speculative,omitempty"`
+
+	// Cohorts (KindAssignment, KindCohortFinal): partition numbers within
+	// the queue, sorted ascending.
+	Assigned []uint32 `json:"assigned,omitempty"`
+	Added    []uint32 `json:"added,omitempty"`
+	Revoked  []uint32 `json:"revoked,omitempty"`
 }
 
 // Header is one message header (a copy of core.Header, kept here so the file
@@ -229,6 +244,9 @@ type QueueSpec struct {
 	MaxRecords uint64 `json:"max_records,omitempty"`
 	MaxBytes   uint64 `json:"max_bytes,omitempty"`
 	MaxAgeMs   uint64 `json:"max_age_ms,omitempty"`
+	// Cohort is the consumer_group of the queue's exclusive members: only
+	// they subscribe to it, and item 7 judges its partitions ("" = none).
+	Cohort string `json:"cohort,omitempty"`
 }
 
 // PartitionSpec is one partition of one queue; events name it by index+1.
@@ -388,7 +406,7 @@ func (h *History) Describe(e *Event) string {
 		fmt.Fprintf(&b, " msg=%d", e.MsgID)
 	}
 	if e.Kind == KindDeliver || e.Kind == KindEntry || e.Kind == KindAccept || e.Kind == KindSettled || e.Kind == KindFinal || e.Kind == KindConfirm ||
-		e.Kind >= KindStreamPublishReturn {
+		e.Kind >= KindStreamPublishReturn && e.Kind <= KindStreamDurable {
 		fmt.Fprintf(&b, " offset=%d", e.Offset)
 	}
 	if e.Tag != 0 {
@@ -429,6 +447,9 @@ func (h *History) Describe(e *Event) string {
 	}
 	if e.Reason != "" {
 		fmt.Fprintf(&b, " reason=%s", e.Reason)
+	}
+	if e.Kind == KindAssignment || e.Kind == KindCohortFinal {
+		fmt.Fprintf(&b, " assigned=%v added=%v revoked=%v", e.Assigned, e.Added, e.Revoked)
 	}
 	if e.Text != "" {
 		fmt.Fprintf(&b, " %s", e.Text)

@@ -55,9 +55,22 @@ func (p *Partition) exclusiveGateAdmits(sub *subscription) bool {
 	if mutant.On(mutant.GateOpenEarly) {
 		return true // broken on purpose: the owner need not wait for anyone
 	}
+	if mutant.On(mutant.GateIgnoresRecoveredLeases) {
+		return held == p.liveSubscriptionsInflight() // broken on purpose: recovered leases are nobody's
+	}
 	// An auto-ack owner holds nothing (its deliveries settle when sent): it
 	// is admitted exactly when nothing is inflight.
 	return held == p.inflightCount
+}
+
+// liveSubscriptionsInflight counts the deliveries live subscriptions hold
+// (mutant GateIgnoresRecoveredLeases only: a scan the real gate avoids).
+func (p *Partition) liveSubscriptionsInflight() int {
+	n := 0
+	for _, id := range p.subOrder {
+		n += len(p.subs[id].inflight)
+	}
+	return n
 }
 
 // Owner returns the partition's exclusive owner (0: nobody) and the

@@ -96,4 +96,16 @@ const (
 	// for recovered leases or a non-exclusive subscription's), so two
 	// consumers work the partition at once and per-key order breaks.
 	GateOpenEarly = "gate-open-early"
+	// CohortDropOwner (core/node/node_cohort.go): the Node leaves the
+	// highest partition a change hands to a member without an owner: its
+	// Host is told nobody owns it and the member's notice leaves it out, so
+	// the assignment leaves a partition uncovered.
+	CohortDropOwner = "cohort-drop-owner"
+	// GateIgnoresRecoveredLeases (core/exclusive.go): the exclusive gate
+	// counts only the leases of live subscriptions, so after a restart the
+	// recovered leases (held by no live subscription, their consumer in the
+	// dead process maybe still at work) no longer keep it shut: the new
+	// owner is handed the partition before the old holder's deliveries are
+	// settled or expired.
+	GateIgnoresRecoveredLeases = "gate-ignores-recovered-leases"
 )

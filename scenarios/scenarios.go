@@ -31,6 +31,7 @@ func All() []*sim.Scenario {
 		StalledClients(),
 		SnapshotsUnderLoad(),
 		Streams(),
+		Cohorts(),
 	}
 }
 

@@ -424,6 +424,7 @@ func (b *Broker) apply(from node.Address, rd *node.Ready, h *brokerHost, sh *bro
 // send delivers env after a seeded delay, FIFO per (sender, receiver).
 func (b *Broker) send(env node.Envelope) {
 	b.stats.Envelopes++
+	b.recordCohortEnvelope(&env)
 	atMs := b.w.nowMs + b.rng.RangeInt64(0, b.w.faults.EnvelopeDelayMaxMs)
 	pair := envelopePair{env.From, env.To}
 	last := b.pairs[pair]

@@ -194,3 +194,20 @@ func (ps *partShadow) msgID(offset uint64) uint64 {
 	}
 	return 0
 }
+
+// recordCohortEnvelope records the cohort messages a machine sends, at the
+// moment it sends them (checker/cohorts.go): a session's join and leave of
+// its cohort, and the Node's SetOwner to a partition.
+func (b *Broker) recordCohortEnvelope(env *node.Envelope) {
+	switch m := env.Msg.(type) {
+	case *node.CohortJoin:
+		b.w.rec.add(checker.Event{Kind: checker.KindCohortJoin, Node: b.id, Part: b.w.partIndex(m.Queue) + 1, Sub: m.SubID,
+			Text: m.Member.String(), NowMs: b.nowMs()})
+	case *node.CohortLeave:
+		b.w.rec.add(checker.Event{Kind: checker.KindCohortLeave, Node: b.id, Part: b.w.partIndex(m.Queue) + 1, Sub: m.SubID,
+			Text: m.Member.String(), NowMs: b.nowMs()})
+	case *node.SetOwner:
+		b.w.rec.add(checker.Event{Kind: checker.KindSetOwner, Node: b.id, Part: b.w.partIndex(env.To.Queue) + 1, Sub: m.SubID,
+			Index: m.Generation, NowMs: b.nowMs()})
+	}
+}

@@ -41,7 +41,10 @@
 //	           SUBSCRIBE, ACK, NACK, DECLARE_QUEUE; misbehaving links
 //	           (partial headers, no AUTH, oversized frames, split writes);
 //	           stream producers and subscribers (peer_stream.go):
-//	           DECLARE_PLEXUS, PUBLISH to streams, SUBSCRIBE_STREAM, ACK
+//	           DECLARE_PLEXUS, PUBLISH to streams, SUBSCRIBE_STREAM, ACK;
+//	           cohort members (peer_cohort.go): exclusive SUBSCRIBE with
+//	           consumer_group and member_id, ASSIGNMENT_CHANGED, leaves,
+//	           rejoins and moves to new sessions
 //	recorder   the history (checker.Event) and the trace hash
 //
 // # Phases

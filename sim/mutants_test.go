@@ -24,7 +24,11 @@ package sim_test
 // batch swapped (StreamReorderDeliveries), and the speculative flag
 // cleared on the way to the session (StreamSpeculativeFlagLost); a one-line
 // hook in core/stream/retention.go retain() makes retention never run
-// (StreamNoRetention, caught by retention_liveness).
+// (StreamNoRetention, caught by retention_liveness). Three break cohorts,
+// for DESIGN.md item 7 (the cohorts scenario): the exclusive gate opening
+// for a new owner at once (GateOpenEarly) or ignoring the leases a restart
+// recovered (GateIgnoresRecoveredLeases), and the Node leaving one
+// partition of a change without an owner (CohortDropOwner).
 
 import (
 	"fmt"
@@ -64,6 +68,9 @@ func mutants() []brokenVariant {
 		{name: "stream-eager-retention", active: mutant.StreamEagerRetention},
 		{name: "stream-speculative-flag-lost", active: mutant.StreamSpeculativeFlagLost},
 		{name: "stream-read-cache-stale", active: mutant.StreamReadCacheStale},
+		{name: "gate-open-early", active: mutant.GateOpenEarly},
+		{name: "cohort-drop-owner", active: mutant.CohortDropOwner},
+		{name: "gate-ignores-recovered-leases", active: mutant.GateIgnoresRecoveredLeases},
 		{name: "confirm-before-durable", wrap: func(p *core.Partition, _ sim.MachineInfo) sim.Machine {
 			return &confirmEarly{Partition: p, early: map[uint64]bool{}}
 		}},

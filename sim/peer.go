@@ -73,6 +73,12 @@ type Peer struct {
 	// Stream subscriber (peer_stream.go).
 	ssubs []*streamSub
 
+	// Cohort member (peer_cohort.go); nil for other roles. keySeq numbers
+	// a producer's publishes per key to cohort queues.
+	cohort  *cohortState
+	keySeq  map[string]uint64
+	lastKey string // the key choosePartition last drew for a cohort queue
+
 	// Declarer.
 	declared []bool
 	retired  bool // done: never reconnects
@@ -87,6 +93,7 @@ const (
 	roleRogue // opens only misbehaving links, in the safety phase
 	roleStreamProducer
 	roleStreamSubscriber
+	roleCohortMember // an exclusive consumer of the cohort queues (peer_cohort.go)
 )
 
 type peerState uint8
@@ -129,8 +136,9 @@ type peerOp struct {
 	confirm bool
 	sub     *peerSub
 	queue   int
-	ssub    *streamSub  // stream subscribe
-	spec    *streamSpec // stream ops
+	ssub    *streamSub   // stream subscribe
+	spec    *streamSpec  // stream ops
+	leaving []leavingSub // a cohort leave's unsubscribes
 }
 
 // lateSettle is a settle made while the link was down, sent once the same
@@ -147,8 +155,10 @@ func newPeer(w *World, id uint32, role peerRole, b *Broker, rng *Rand) *Peer {
 	p := &Peer{id: id, w: w, rng: rng, role: role, broker: b}
 	p.clock = drawClock(rng, &w.faults)
 	if role == roleConsumer {
-		for i := range w.catalogue {
-			p.subs = append(p.subs, &peerSub{part: i})
+		for i, spec := range w.catalogue {
+			if spec.queue.Cohort == "" { // only members subscribe to cohort queues
+				p.subs = append(p.subs, &peerSub{part: i})
+			}
 		}
 	}
 	if role == roleDeclarer {
@@ -162,7 +172,7 @@ func (p *Peer) nowMs() int64 { return p.clock.NowMs(p.w.nowMs) }
 func (p *Peer) start() {
 	p.connect()
 	switch p.role {
-	case roleConsumer:
+	case roleConsumer, roleCohortMember:
 		p.maintain()
 	case roleProducer:
 		p.w.after(p.rng.RangeInt64(0, p.w.scenario.Workload.PublishIntervalMaxMs), p.produce)
@@ -181,6 +191,10 @@ func (p *Peer) connect() {
 	if p.role == roleRogue && p.w.phase != phaseSafety {
 		p.retired = true // rogues leave with the faults
 		return
+	}
+	if p.cohort != nil && p.cohort.freshSession {
+		p.cohort.freshSession = false
+		p.hasIdent = false // a new session; the old one waits out its grace
 	}
 	l := p.w.fabric.newLink(p, p.broker)
 	p.link, p.rx, p.state, p.nextReq = l, nil, stateHello, 0
@@ -322,7 +336,11 @@ func (p *Peer) lost(why string) {
 		s.reset() // streams are not reconciled: gone with the attachment
 	}
 	w := &p.w.scenario.Workload
-	p.w.after(p.rng.RangeInt64(w.ReconnectDelayMinMs, w.ReconnectDelayMaxMs), p.connect)
+	delayMs := p.rng.RangeInt64(w.ReconnectDelayMinMs, w.ReconnectDelayMaxMs)
+	if p.cohort != nil && p.cohort.reconnectDelayMs > 0 {
+		delayMs, p.cohort.reconnectDelayMs = p.cohort.reconnectDelayMs, 0
+	}
+	p.w.after(delayMs, p.connect)
 }
 
 // onBytes: a chunk arrived. A peer that is not reading keeps it unread, so
@@ -415,6 +433,8 @@ func (p *Peer) onFrame(h wire.Header, payload []byte) {
 		} else {
 			p.onSubscriptionClosed(m)
 		}
+	case wire.AssignmentChanged:
+		p.onAssignment(m)
 	case wire.DeclareQueueOk, wire.DeclarePlexusOk:
 		p.onDeclared(h)
 	case wire.ErrorBody:
@@ -453,6 +473,7 @@ func (p *Peer) onHelloOk(h wire.Header, m wire.HelloOk) {
 		for _, s := range p.subs {
 			s.clear()
 		}
+		p.cohortNewSession()
 	}
 	p.ident = wire.ResumeIdentity{OwnerID: m.OwnerID, ClientID: m.ClientID, ResumeToken: m.ResumeToken}
 	p.hasIdent = true
@@ -511,7 +532,7 @@ func (p *Peer) onAuthOk() {
 	// subscribe whose answer the dropped link lost may exist on the server
 	// (it is then closed server-side, close_server_side). After a restart
 	// the reconcile restores what the peer remembers (server_restored).
-	if p.role == roleConsumer && (p.outcome == wire.ResumeResumed || p.outcome == wire.ResumeResumedAfterRestart) {
+	if (p.role == roleConsumer || p.role == roleCohortMember) && (p.outcome == wire.ResumeResumed || p.outcome == wire.ResumeResumedAfterRestart) {
 		p.reconcile()
 		return
 	}
@@ -521,7 +542,7 @@ func (p *Peer) onAuthOk() {
 func (p *Peer) ready() {
 	p.state = stateReady
 	switch p.role {
-	case roleConsumer:
+	case roleConsumer, roleCohortMember:
 		p.flushLate()
 		p.subscribeAll()
 	case roleDeclarer:

@@ -82,6 +82,9 @@ type peerSub struct {
 	prefetch uint32
 	autoAck  bool
 	batch    []batchedAck
+	// holdUntilMs: a cohort member that left keeps this one unsubscribed
+	// until then (safety phase only).
+	holdUntilMs int64
 }
 
 func (s *peerSub) clear() {
@@ -180,6 +183,9 @@ func (p *Peer) publishOne() {
 		payload = payloadLarge
 	}
 	headers := wire.Headers{{Key: headerMsgID, Value: strconv.FormatUint(msgID, 10)}}
+	if spec.queue.Cohort != "" {
+		headers = append(headers, p.keyedHeaders(p.lastKey)...)
+	}
 	var notBeforeMs, ttlMs int64
 	hasTTL := false
 	if p.rng.Chance(w.DelayedRatio) {
@@ -249,7 +255,13 @@ func (p *Peer) choosePartition() int {
 	q := queues[p.rng.Intn(len(queues))]
 	cfg := sc.Queues[q]
 	partition := 0
-	if cfg.Partitions > 1 {
+	switch {
+	case cfg.Cohort != "":
+		// Every publish to a cohort queue is keyed: per-key order across
+		// rebalances is what a cohort keeps (keyedHeaders numbers them).
+		p.lastKey = "key-" + strconv.Itoa(p.rng.Intn(32))
+		partition = int(fnv1a64(p.lastKey) % uint64(cfg.Partitions))
+	case cfg.Partitions > 1:
 		if p.roundRobin == nil {
 			p.roundRobin = make([]int, len(sc.Queues))
 		}
@@ -292,7 +304,7 @@ func (p *Peer) hasSubs() bool {
 
 func (p *Peer) subscribeAll() {
 	for _, s := range p.subs {
-		if s.id == 0 && !s.pending {
+		if s.id == 0 && !s.pending && (p.w.phase != phaseSafety || p.w.nowMs >= s.holdUntilMs) {
 			p.subscribe(s)
 		}
 	}
@@ -303,13 +315,20 @@ func (p *Peer) subscribe(s *peerSub) {
 	spec := p.w.catalogue[s.part]
 	s.active, s.pending = false, true
 	s.prefetch = uint32(p.rng.RangeInt64(int64(w.PrefetchMin), int64(w.PrefetchMax)))
-	s.autoAck = p.w.phase == phaseSafety && p.rng.Chance(w.AutoAckRatio)
+	autoAckRatio := w.AutoAckRatio
+	if p.cohort != nil {
+		autoAckRatio = w.Cohort.AutoAckRatio
+	}
+	s.autoAck = p.w.phase == phaseSafety && p.rng.Chance(autoAckRatio)
 	op := p.w.newOp()
 	p.w.rec.add(checker.Event{Kind: checker.KindSubscribeCall, Client: p.id, Op: op, Part: s.part + 1,
-		Prefetch: s.prefetch, AutoAck: s.autoAck})
+		Prefetch: s.prefetch, AutoAck: s.autoAck, Text: p.memberText()})
 	p.w.stats.ClientOps++
-	req := p.writeFrame(wire.OpSubscribe, wire.Subscribe{Topic: spec.queueID.Topic, Partition: spec.queueID.Partition,
-		Prefetch: s.prefetch, AutoAck: s.autoAck})
+	m := wire.Subscribe{Topic: spec.queueID.Topic, Partition: spec.queueID.Partition, Prefetch: s.prefetch, AutoAck: s.autoAck}
+	if spec.queue.Cohort != "" {
+		m = p.cohortSubscribe(s)
+	}
+	req := p.writeFrame(wire.OpSubscribe, m)
 	p.pending[req] = &peerOp{kind: opSubscribe, op: op, part: s.part, sub: s}
 }
 
@@ -325,12 +344,13 @@ func (p *Peer) onSubscribeOk(h wire.Header, m wire.SubscribeOk) {
 		return
 	}
 	delete(p.pending, h.RequestID)
+	p.cohortSubscribed(m)
 	p.subscribeReturned(op, m.SubID, "")
 }
 
 func (p *Peer) subscribeReturned(op *peerOp, subID uint64, errText string) {
 	p.w.rec.add(checker.Event{Kind: checker.KindSubscribeReturn, Client: p.id, Op: op.op, Part: op.part + 1,
-		Sub: subID, Ok: errText == "", Err: errText})
+		Sub: subID, Ok: errText == "", Err: errText, Text: p.memberText()})
 	s := op.sub
 	s.pending = false
 	if errText == "" {
@@ -365,8 +385,10 @@ func (p *Peer) reconcileFrame() uint64 {
 			continue
 		}
 		spec := p.w.catalogue[s.part]
-		subs = append(subs, wire.ReconcileSub{SubID: s.id, Topic: spec.queueID.Topic, Partition: spec.queueID.Partition,
-			AutoAck: s.autoAck, Prefetch: s.prefetch})
+		rs := wire.ReconcileSub{SubID: s.id, Topic: spec.queueID.Topic, Partition: spec.queueID.Partition,
+			AutoAck: s.autoAck, Prefetch: s.prefetch}
+		p.cohortReconcileFields(s, &rs)
+		subs = append(subs, rs)
 	}
 	return p.writeFrame(wire.OpReconcileClient, wire.ReconcileClient{Policy: wire.ReconcileRestore, Subscriptions: subs})
 }
@@ -406,6 +428,9 @@ func (p *Peer) onReconcileResult(h wire.Header, m wire.ReconcileResult) {
 	delete(p.pending, h.RequestID)
 	if op.sub != nil {
 		p.w.rec.add(checker.Event{Kind: checker.KindUnsubscribeReturn, Client: p.id, Op: op.op, Part: op.part + 1, Ok: true})
+	}
+	for _, l := range op.leaving {
+		p.w.rec.add(checker.Event{Kind: checker.KindUnsubscribeReturn, Client: p.id, Op: l.op, Part: l.part + 1, Ok: true})
 	}
 	// Match every entry against the ids the peer listed before re-keying
 	// any: a restarted broker mints ids that may equal other old ones.
@@ -467,10 +492,14 @@ func (p *Peer) onDeliver(m wire.Deliver) {
 	}
 	part := p.w.partIndex(core.QueueID{Topic: m.Topic, Partition: m.Partition}) + 1
 	p.w.rec.add(checker.Event{Kind: checker.KindClientDeliver, Client: p.id, Part: part, MsgID: msgID,
-		Offset: m.Offset, Tag: m.DeliveryTag, Sub: m.SubID})
+		Offset: m.Offset, Tag: m.DeliveryTag, Sub: m.SubID, Text: p.memberText()})
 	p.w.stats.ClientOps++
 	if s == nil || s.autoAck || p.vanished() {
 		return // a subscription the peer no longer has: the lease will expire
+	}
+	if p.cohort != nil {
+		p.onCohortDeliver(s, m.DeliveryTag, msgID)
+		return
 	}
 	act := p.chooseAction()
 	if act == doSilent {

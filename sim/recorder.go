@@ -102,4 +102,13 @@ func (r *recorder) hashEvent(e *checker.Event) {
 	r.str(e.GotHash)
 	r.str(e.WantHash)
 	r.str(e.Text)
+	if len(e.Assigned)+len(e.Added)+len(e.Revoked) == 0 {
+		return // events without cohort lists hash as they did before them
+	}
+	for _, list := range [...][]uint32{e.Assigned, e.Added, e.Revoked} {
+		r.word(uint64(len(list)))
+		for _, x := range list {
+			r.word(uint64(x))
+		}
+	}
 }

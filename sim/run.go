@@ -156,7 +156,8 @@ func (w *World) meta() checker.Meta {
 	m.ReconnectGraceMs = w.nodeConfig().ReconnectGraceMs
 	for _, q := range sc.Queues {
 		m.Queues = append(m.Queues, checker.QueueSpec{Topic: q.Topic, Partitions: q.Partitions, MaxRetries: q.MaxRetries,
-			DLQKind: uint8(q.DLQ.Kind), DLQTarget: q.DLQ.Target.Topic, DefaultTTLMs: q.DefaultTTLMs, DeadLetterSink: q.DeadLetterSink})
+			DLQKind: uint8(q.DLQ.Kind), DLQTarget: q.DLQ.Target.Topic, DefaultTTLMs: q.DefaultTTLMs, DeadLetterSink: q.DeadLetterSink,
+			Cohort: q.Cohort})
 	}
 	for _, spec := range w.catalogue {
 		m.Partitions = append(m.Partitions, checker.PartitionSpec{Queue: spec.queueIdx, Topic: spec.queueID.Topic, Partition: spec.queueID.Partition})
@@ -185,7 +186,11 @@ func (w *World) finish() {
 	if !w.quiescent {
 		w.rec.add(checker.Event{Kind: checker.KindDeadLock, Text: w.stuckReport()})
 	}
+	w.recordCohortFinals()
 	w.finishBrokers()
+	if w.scenario.Workload.Cohort.Members > 0 {
+		w.stats.Rebalances = checker.RebalanceTimes(&w.rec.history)
+	}
 }
 
 func (w *World) stuckReport() string { return w.stuckReportBrokers() }

@@ -56,6 +56,11 @@ type QueueConfig struct {
 	// the core's default): a small bound makes publishes fail with
 	// ErrQueueFull.
 	QueueDepthMax int
+	// Cohort makes the queue an exclusive consumer group's (its
+	// consumer_group id): only cohort members (Workload.Cohort) subscribe
+	// to it, each exclusively; ordinary consumers leave it alone, and
+	// producers route every publish to it by key.
+	Cohort string
 }
 
 // StreamConfig declares one stream: its tier and retention bounds (0 =
@@ -82,6 +87,30 @@ type StreamWorkload struct {
 	SlowRatio            float64 // share of subscribers that stop reading now and then
 	ReconnectRatio       float64 // chance per delivery that a subscriber drops its link
 	AckDelayMaxMs        int64
+}
+
+// CohortWorkload is what the cohort members do (peer_cohort.go). Ratios
+// are per delivery in the safety phase, unless they say otherwise; at
+// most one of them applies to a delivery, the rest are acked.
+type CohortWorkload struct {
+	Members      int
+	SubsetRatio  float64 // per member past the first two: it subscribes to a random subset of each cohort queue's partitions
+	TargetRatio  float64 // per member: it sends a consumer_target
+	AutoAckRatio float64 // per subscribe
+
+	RetryRatio      float64 // nack with requeue
+	SlowRatio       float64 // ack only after the lease expired (a stale ack)
+	SilentRatio     float64 // never settle
+	LeaveRatio      float64 // unsubscribe every cohort subscription, rejoin later
+	PartialRatio    float64 // unsubscribe this partition only, resubscribe later
+	VanishRatio     float64 // drop the link and resume within the grace
+	VanishLongRatio float64 // drop the link and come back after the grace ended the session
+	CloseRatio      float64 // drop the link and open a new session at once (the old one dormant), same member id
+	// FreshMemberRatio: per new session (not resumed), the member forgets
+	// its member id and joins as a new member.
+	FreshMemberRatio float64
+	RejoinDelayMinMs int64
+	RejoinDelayMaxMs int64
 }
 
 // Workload is what the clients do. Ratios are per message or per delivery.
@@ -129,6 +158,8 @@ type Workload struct {
 
 	// Stream is the stream clients' share of the work (Scenario.Streams).
 	Stream StreamWorkload
+	// Cohort is what the members of the cohort queues do (peer_cohort.go).
+	Cohort CohortWorkload
 
 	SafetyPhaseMs      int64 // faults on, producers publish
 	LivenessPhaseMaxMs int64 // faults off, consumers drain; must converge within this
@@ -278,6 +309,9 @@ func (s *Scenario) validate() error {
 	}
 	if sw := &w.Stream; (sw.Producers > 0 || sw.Subscribers > 0) && len(s.Streams) == 0 {
 		return fmt.Errorf("sim: scenario %s has stream clients but no stream", s.Name)
+	}
+	if err := s.validateCohorts(); err != nil {
+		return err
 	}
 	return s.Faults.validate()
 }

@@ -63,9 +63,11 @@ type SweepSummary struct {
 	FaultsByKind   map[string]uint64
 	Spills         uint64
 	SimMs          int64
-	RunWall        time.Duration // summed over runs (CPU-ish time of the simulator)
-	CheckWall      time.Duration // summed over runs
-	Wall           time.Duration // elapsed
+	Notices        uint64              // ASSIGNMENT_CHANGED frames cohort members decoded
+	Rebalances     []checker.Rebalance // every hand-over after a member left (RebalanceLine)
+	RunWall        time.Duration       // summed over runs (CPU-ish time of the simulator)
+	CheckWall      time.Duration       // summed over runs
+	Wall           time.Duration       // elapsed
 }
 
 // Add folds one outcome into the summary.
@@ -88,6 +90,8 @@ func (s *SweepSummary) Add(o *Outcome) {
 	}
 	s.Spills += o.Result.Stats.Spills
 	s.SimMs += o.Result.Stats.SimMs
+	s.Notices += o.Result.Stats.Notices
+	s.Rebalances = append(s.Rebalances, o.Result.Stats.Rebalances...)
 	s.RunWall += o.RunWall
 	s.CheckWall += o.CheckWall
 }
@@ -95,6 +99,35 @@ func (s *SweepSummary) Add(o *Outcome) {
 // FaultsLine lists the faults per kind, sorted by name.
 func (s *SweepSummary) FaultsLine() string {
 	return faultsLine(s.FaultsByKind)
+}
+
+// RebalanceLine sums up hand-overs after a member left (checker.
+// RebalanceTimes): how many, and the median and worst time in simulated
+// ms from the leave to the first ASSIGNMENT_CHANGED adding the partition
+// at another member, and to the first delivery of a waiting message to
+// another member. "" when there were none.
+func RebalanceLine(rs []checker.Rebalance) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	var notice, delivery []int64
+	for _, r := range rs {
+		if r.NoticeMs >= 0 {
+			notice = append(notice, r.NoticeMs)
+		}
+		if r.DeliveryMs >= 0 {
+			delivery = append(delivery, r.DeliveryMs)
+		}
+	}
+	figures := func(xs []int64) string {
+		if len(xs) == 0 {
+			return "none"
+		}
+		sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
+		return fmt.Sprintf("median %dms worst %dms (%d)", xs[len(xs)/2], xs[len(xs)-1], len(xs))
+	}
+	return fmt.Sprintf("rebalances after a leave %d: to the survivor's ASSIGNMENT_CHANGED %s; to its first delivery of a waiting message %s",
+		len(rs), figures(notice), figures(delivery))
 }
 
 // FaultsLine lists a run's faults per kind, sorted by name.

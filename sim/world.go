@@ -82,6 +82,10 @@ type RunStats struct {
 	Steps        uint64
 	Events       uint64
 	SimMs        int64
+	// Cohorts: ASSIGNMENT_CHANGED frames the members decoded, and the
+	// hand-overs after a member left (checker.RebalanceTimes).
+	Notices    uint64
+	Rebalances []checker.Rebalance
 }
 
 func (w *World) at(atMs int64, run func()) {
@@ -170,7 +174,7 @@ func (w *World) schedule(faults []ScheduledFault) {
 func (w *World) vanish(ratio float64, durationMs int64) {
 	var gone []uint32
 	for _, p := range w.peers {
-		if p.role == roleConsumer && w.rng.Chance(ratio) {
+		if (p.role == roleConsumer || p.role == roleCohortMember) && w.rng.Chance(ratio) {
 			p.vanishUntilMs = w.nowMs + durationMs
 			gone = append(gone, p.id)
 			p := p
@@ -250,7 +254,7 @@ func (w *World) scheduledBrokerFault(sf ScheduledFault) {
 		}
 	case FaultSlowConsumers:
 		for _, p := range w.peers {
-			if p.role == roleConsumer && p.link != nil && w.rng.Chance(sf.Ratio) {
+			if (p.role == roleConsumer || p.role == roleCohortMember) && p.link != nil && w.rng.Chance(sf.Ratio) {
 				p.stopReading(sf.DurationMs)
 				w.fault("slow-consumer", "client %d stops reading for %dms", p.id, sf.DurationMs)
 			}

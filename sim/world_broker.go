@@ -117,6 +117,12 @@ func (w *World) setupBrokers() {
 		id++
 		w.peers = append(w.peers, newPeer(w, id, roleConsumer, b, w.rng.Fork()))
 	}
+	for i := 0; i < sc.Workload.Cohort.Members; i++ {
+		id++
+		p := newPeer(w, id, roleCohortMember, b, w.rng.Fork())
+		p.newCohortMember(i)
+		w.peers = append(w.peers, p)
+	}
 	for i := 0; i < sc.Workload.Rogues; i++ {
 		id++
 		w.peers = append(w.peers, newPeer(w, id, roleRogue, b, w.rng.Fork()))
@@ -181,9 +187,9 @@ func (w *World) isQuiescentBrokers() bool {
 	if !w.streamsQuiescent() {
 		return false
 	}
-	// Every consumer is attached and subscribed everywhere.
+	// Every consumer and cohort member is attached and subscribed everywhere.
 	for _, p := range w.peers {
-		if p.role != roleConsumer {
+		if p.role != roleConsumer && p.role != roleCohortMember {
 			continue
 		}
 		if p.state != stateReady {
@@ -224,7 +230,7 @@ func (w *World) stuckReportBrokers() string {
 	}
 	w.streamStuckReport(&sb)
 	for _, p := range w.peers {
-		if p.role == roleConsumer && p.state != stateReady {
+		if (p.role == roleConsumer || p.role == roleCohortMember) && p.state != stateReady {
 			fmt.Fprintf(&sb, " client %d not attached (state %d);", p.id, p.state)
 		}
 		for _, s := range p.subs {

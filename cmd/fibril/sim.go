@@ -130,6 +130,9 @@ func replay(seed uint64, pick func(uint64) *sim.Scenario, opts sim.Options, outD
 		res.TraceHash, float64(res.Stats.SimMs)/1000, res.Stats.ClientOps, res.Stats.Deliveries,
 		res.Stats.FaultsInjected, res.Stats.Crashes, res.Stats.PowerLosses, res.Stats.Snapshots, res.Stats.Steps, res.Drained)
 	fmt.Printf("faults by kind: %s\n", sim.FaultsLine(res.Stats.FaultsByKind))
+	if line := sim.RebalanceLine(res.Stats.Rebalances); line != "" {
+		fmt.Printf("cohorts: %d notices; %s\n", res.Stats.Notices, line)
+	}
 	fmt.Printf("run %v  check %v  (%.0f client ops/s)\n", o.RunWall.Round(time.Millisecond), o.CheckWall.Round(time.Millisecond),
 		float64(res.Stats.ClientOps)/o.RunWall.Seconds())
 	if historyPath != "" {
@@ -210,6 +213,9 @@ func sweep(from, to uint64, pick func(uint64) *sim.Scenario, opts sim.Options, p
 		summary.Runs, summary.ClientOps, summary.FaultsInjected, summary.Crashes, summary.PowerLosses, summary.Snapshots,
 		summary.Spills, summary.Violations, summary.FailedRuns)
 	fmt.Printf("faults by kind: %s\n", summary.FaultsLine())
+	if line := sim.RebalanceLine(summary.Rebalances); line != "" {
+		fmt.Printf("cohorts: %d notices; %s\n", summary.Notices, line)
+	}
 	fmt.Printf("simulated time %.0fs  wall time %v  (simulator %v, checker %v summed over %d workers)  %.0f client ops per simulator-second\n",
 		float64(summary.SimMs)/1000, summary.Wall.Round(time.Millisecond), summary.RunWall.Round(time.Millisecond),
 		summary.CheckWall.Round(time.Millisecond), max(parallel, 1), float64(summary.ClientOps)/summary.RunWall.Seconds())

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/core/cohort"
+	"github.com/fibril-go/fibril/mutant"
 )
 
 // The Node's cohort registry (docs/cohorts.md, "The registry"): one cohort
@@ -244,9 +245,10 @@ func (n *Node) assignCohort(key cohortKey, e *cohortEntry) {
 	// Owners: compared against what each Host was last sent, not against
 	// the change, so a member that resubscribed a partition it keeps (a new
 	// SubID) or moved sessions is pointed at its new subscription too.
+	dropped := mutantDroppedOwner(e.c.Owners())
 	for p, o := range e.c.Owners() {
 		var want uint64
-		if o.Assigned {
+		if o.Assigned && uint32(p) != dropped {
 			want = e.members[o.Member].subs[uint32(p)]
 			assertHold(want != 0, "an owner subscribes to the partition it owns")
 		}
@@ -259,6 +261,9 @@ func (n *Node) assignCohort(key cohortKey, e *cohortEntry) {
 	for _, id := range sortedMemberIDs(e.members) {
 		m := e.members[id]
 		set := e.c.Assignment(id)
+		if dropped != noPartition {
+			set = slices.DeleteFunc(set, func(p uint32) bool { return p == dropped })
+		}
 		if m.renotice || !slices.Equal(set, m.noticed) {
 			m.noticed, m.renotice = set, false
 			n.send(m.session, &AssignmentNotice{Topic: key.topic, Group: key.group, CohortID: e.c.ID(), Generation: gen, Assigned: set})
@@ -274,6 +279,26 @@ func (n *Node) assignCohort(key cohortKey, e *cohortEntry) {
 		}
 		delete(n.cohorts, key)
 	}
+}
+
+// noPartition names no partition (mutantDroppedOwner's "none").
+const noPartition = ^uint32(0)
+
+// mutantDroppedOwner (mutant CohortDropOwner only) picks the highest
+// assigned partition: the caller tells its Host nobody owns it and leaves
+// it out of the member's notice, at every assignment (broken on purpose:
+// an assignment that leaves a partition uncovered).
+func mutantDroppedOwner(owners []cohort.Owner) uint32 {
+	if !mutant.On(mutant.CohortDropOwner) {
+		return noPartition
+	}
+	dropped := noPartition
+	for p, o := range owners {
+		if o.Assigned {
+			dropped = uint32(p)
+		}
+	}
+	return dropped
 }
 
 func sortCohortKeys(keys []cohortKey) {

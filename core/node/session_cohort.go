@@ -20,7 +20,9 @@ import (
 //     to it only once the Node names it owner;
 //   - a joined subscription leaves its cohort when it is dropped;
 //   - ASSIGNMENT_CHANGED: per (connection, cohort) the generations sent only
-//     grow, added/revoked are against what that connection was last told,
+//     grow, added/revoked are against what that connection was last told
+//     (also across a leave and a rejoin on it: a left cohort's view keeps
+//     what the connection was told, and takes no notice until the rejoin),
 //     and a new connection is told the whole current assignment first;
 //   - exclusive subscriptions stay out of the skeleton: a restart must not
 //     restore one as a shared consumer.
@@ -40,6 +42,7 @@ type cohortView struct {
 	assigned   []uint32 // its partitions then
 	told       []uint32 // what the current connection was last told
 	toldGen    uint64   // ... and under which generation (0: nothing yet)
+	left       bool     // the session left the cohort: no notice is taken until it joins again
 }
 
 // resolveMember applies PROTOCOL 5.6 checks 4-5 and the resolution rule to
@@ -160,7 +163,11 @@ func (s *Session) leaveCohort(sub *sessionSub) {
 			return // still a member through another partition
 		}
 	}
-	delete(s.cohortViews, key) // no longer a member: its notices stop mattering
+	// No longer a member: its notices stop mattering, but what the
+	// connection was told stays, so a rejoin on it continues its stream.
+	if v := s.cohortViews[key]; v != nil {
+		v.left = true
+	}
 }
 
 // onAssignmentNotice keeps the newest assignment of a cohort and tells the
@@ -168,12 +175,15 @@ func (s *Session) leaveCohort(sub *sessionSub) {
 func (s *Session) onAssignmentNotice(m *AssignmentNotice) {
 	key := cohortKey{m.Topic, m.Group}
 	v := s.cohortViews[key]
-	if v == nil {
+	if v == nil || v.left {
 		if !s.joinedCohort(key) {
 			return // no longer a member: a late notice
 		}
-		v = &cohortView{cohortID: m.CohortID}
-		s.cohortViews[key] = v
+		if v == nil {
+			v = &cohortView{cohortID: m.CohortID}
+			s.cohortViews[key] = v
+		}
+		v.left = false
 	}
 	if m.Generation <= v.generation {
 		return // stale: envelopes of one sender arrive in order, but be safe
@@ -219,6 +229,10 @@ func (s *Session) retellAssignments() {
 	})
 	for _, k := range keys {
 		v := s.cohortViews[k]
+		if v.left {
+			delete(s.cohortViews, k) // what an old connection was told is no concern of this one
+			continue
+		}
 		v.told, v.toldGen = nil, 0
 		s.tellAssignment(k, v)
 	}
