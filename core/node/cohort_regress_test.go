@@ -405,3 +405,205 @@ func TestCohortMovedStandByMemberIsToldOnItsNewSession(t *testing.T) {
 		t.Fatalf("the stand-by member moved to conn 3 got %d ASSIGNMENT_CHANGED there, want 1", n)
 	}
 }
+
+// Regressions from the second review of the batched registry.
+
+// frameNoTick sends a client frame and delivers every envelope, without
+// ticking the Node (the Node's Tick comes later, in another batch).
+func (w *streamWorld) frameNoTick(conn ConnID, op wire.Opcode, body wire.Body) {
+	w.t.Helper()
+	w.reqID++
+	payload := body.AppendTo(nil)
+	in := &Frame{NowMs: w.now, Conn: conn, Payload: payload,
+		Header: wire.Header{PayloadSizeBytes: uint32(len(payload)), Version: 1, Opcode: op, RequestID: w.reqID}}
+	w.step(SessionAddr(w.bound[conn]), in)
+	w.drain()
+}
+
+func sub(p uint32, g string) wire.Subscribe {
+	return wire.Subscribe{Topic: cohortTopic, Partition: p, Prefetch: 10, ConsumerGroup: wire.Some(g)}
+}
+
+// Leave (reconcile omitting the sub) and rejoin within one Node batch:
+// the view stays `left` while joined; a resumed connection is told nothing.
+func TestCohortLeaveRejoinOneBatchThenResumeIsTold(t *testing.T) {
+	w := newCohortWorld(t)
+	w.connect(1)
+	w.frame(1, wire.OpSubscribe, sub(0, "g"))
+	if len(w.take(1, wire.OpSubscribeOk)) != 1 {
+		t.Fatal("sub")
+	}
+	told, gen := noticesAfter(t, w, 1, 0, nil)
+	t.Logf("told %v gen %d", told, gen)
+	hello := w.take(1, wire.OpHelloOk)[0].body.(wire.HelloOk)
+	w.frameNoTick(1, wire.OpReconcileClient, wire.ReconcileClient{Policy: wire.ReconcileRestore})
+	w.take(1, wire.OpReconcileResult)
+	w.frameNoTick(1, wire.OpSubscribe, sub(0, "g"))
+	if len(w.take(1, wire.OpSubscribeOk)) != 1 {
+		t.Fatalf("resub %+v", w.frames[1])
+	}
+	w.run()
+	n := w.take(1, wire.OpAssignmentChanged)
+	s := w.sessions[w.bound[1]]
+	t.Logf("after rejoin: %d notices; view %+v; owners %v", len(n), *s.cohortViews[cohortKey{cohortTopic, ""}], hostOwners(w))
+	got := deliveredParts(t, w, 1)
+	t.Logf("delivered %v", got)
+	// Resume on a new connection.
+	w.closeConn(1)
+	w.step(NodeAddr(), &ConnOpened{NowMs: w.now, Conn: 2, Loopback: true, Entropy: entropyOf(2)})
+	w.frame(2, wire.OpHello, wire.Hello{ClientName: "t", ClientVersion: "1", ProtocolVersion: 1,
+		Resume: wire.Some(wire.ResumeIdentity{OwnerID: hello.OwnerID, ClientID: hello.ClientID, ResumeToken: hello.ResumeToken})})
+	ok := w.take(2, wire.OpHelloOk)
+	if len(ok) != 1 {
+		t.Fatalf("hello %+v", w.frames[2])
+	}
+	t.Logf("resume outcome %v", ok[0].body.(wire.HelloOk).ResumeOutcome)
+	w.frame(2, wire.OpAuth, wire.Auth{Username: "u", Password: "p"})
+	w.frame(2, wire.OpReconcileClient, wire.ReconcileClient{Policy: wire.ReconcileRestore, Subscriptions: []wire.ReconcileSub{
+		{Topic: cohortTopic, Partition: 0, Prefetch: 10, ConsumerGroup: wire.Some("g")}}})
+	for _, f := range w.frames[2] {
+		t.Logf("conn2 frame op %d", f.hdr.Opcode)
+	}
+	a := w.take(2, wire.OpAssignmentChanged)
+	t.Logf("views now %d", len(s.cohortViews))
+	if len(a) == 0 {
+		t.Errorf("the resumed connection of a joined member was told no assignment")
+	}
+}
+
+// A notice reaches the session between its leave and its rejoin
+// (dropped: not joined), and the rejoin lands in the same Node batch as the
+// leave: the member is never re-told.
+func TestCohortNoticeNotLostAcrossLeaveRejoin(t *testing.T) {
+	w := newCohortWorld(t)
+	w.connect(1) // T: owner
+	w.connect(2) // S: stand-by
+	w.frame(1, wire.OpSubscribe, sub(0, "g"))
+	w.take(1, wire.OpSubscribeOk)
+	w.frame(2, wire.OpSubscribe, sub(0, "g"))
+	w.take(2, wire.OpSubscribeOk)
+	t1, _ := noticesAfter(t, w, 1, 0, nil)
+	s2, g2 := noticesAfter(t, w, 2, 0, nil)
+	t.Logf("T %v S %v (gen %d)", t1, s2, g2)
+	if len(t1) != 1 || len(s2) != 0 {
+		t.Fatal("the first subscriber should own partition 0")
+	}
+	// T leaves (reconcile omitting it): the Node is dirty, no Tick yet.
+	w.frameNoTick(1, wire.OpReconcileClient, wire.ReconcileClient{Policy: wire.ReconcileRestore})
+	// S leaves: its session steps, its envelopes are queued, but the Node
+	// ticks first (T's leave makes S the owner: notice to S).
+	w.reqID++
+	rc := wire.ReconcileClient{Policy: wire.ReconcileRestore}
+	payload := rc.AppendTo(nil)
+	w.step(SessionAddr(w.bound[2]), &Frame{NowMs: w.now, Conn: 2, Payload: payload,
+		Header: wire.Header{PayloadSizeBytes: uint32(len(payload)), Version: 1, Opcode: wire.OpReconcileClient, RequestID: w.reqID}})
+	w.step(NodeAddr(), &Tick{NowMs: w.now})
+	w.drain()
+	w.frameNoTick(2, wire.OpSubscribe, sub(0, "g"))
+	if len(w.take(2, wire.OpSubscribeOk)) != 1 {
+		t.Fatalf("resub %+v", w.frames[2])
+	}
+	w.run()
+	got := deliveredParts(t, w, 1, 2)
+	a := w.take(2, wire.OpAssignmentChanged)
+	var last []uint32
+	for _, f := range a {
+		last = f.body.(wire.AssignmentChanged).Assigned
+	}
+	t.Logf("S delivered %v, notices %d, last assigned %v, owners %v", got[2], len(a), last, hostOwners(w))
+	if slices.Contains(got[2], 0) && !slices.Contains(last, 0) {
+		t.Errorf("S owns partition 0 and receives it but was never told (lost notice)")
+	}
+}
+
+// A stand-by S on p0 subscribes p2 (a stand-by there too)
+// and drops p0 while that join is on its way: left is set, the join
+// succeeds, nothing changes for S so no notice clears left; a resumed
+// connection is told nothing.
+func TestCohortJoinClearsLeftView(t *testing.T) {
+	w := newCohortWorld(t)
+	w.connect(1)
+	w.connect(4)
+	w.connect(2)
+	w.frame(1, wire.OpSubscribe, sub(0, "g"))
+	w.frame(4, wire.OpSubscribe, sub(2, "g"))
+	w.frame(2, wire.OpSubscribe, sub(0, "g"))
+	for _, f := range w.frames[2] {
+		t.Logf("pre op %d %+v", f.hdr.Opcode, f.body)
+	}
+	tS, _ := noticesAfter(t, w, 2, 0, nil)
+	if len(tS) != 0 {
+		t.Fatalf("S owns %v: the first subscriber should", tS)
+	}
+	hello := w.take(2, wire.OpHelloOk)[0].body.(wire.HelloOk)
+	isJoin := func(e Envelope) bool { _, ok := e.Msg.(*CohortJoin); return ok }
+	held := w.frameHolding(2, wire.OpSubscribe, sub(2, "g"), isJoin)
+	if len(held) != 1 {
+		t.Fatalf("held %d", len(held))
+	}
+	for _, f := range w.frames[2] {
+		t.Logf("mid op %d", f.hdr.Opcode)
+	}
+	s := w.sessions[w.bound[2]]
+	w.reqID++
+	rc := wire.ReconcileClient{Policy: wire.ReconcileRestore, Subscriptions: []wire.ReconcileSub{
+		{Topic: cohortTopic, Partition: 2, Prefetch: 10, ConsumerGroup: wire.Some("g")}}}
+	payload := rc.AppendTo(nil)
+	w.step(SessionAddr(w.bound[2]), &Frame{NowMs: w.now, Conn: 2, Payload: payload,
+		Header: wire.Header{PayloadSizeBytes: uint32(len(payload)), Version: 1, Opcode: wire.OpReconcileClient, RequestID: w.reqID}})
+	for _, f := range w.frames[2] {
+		t.Logf("mid2 op %d", f.hdr.Opcode)
+	}
+	t.Logf("queue %d", len(w.queue))
+	w.queue = append(held, w.queue...)
+	w.run()
+	w.take(2, wire.OpSubscribeOk)
+	if s.subs[qid(cohortTopic, 2)] == nil || !s.subs[qid(cohortTopic, 2)].cohortJoined {
+		for _, f := range w.frames[2] {
+			t.Logf("op %d %+v", f.hdr.Opcode, f.body)
+		}
+		t.Fatal("p2 sub")
+	}
+	v := s.cohortViews[cohortKey{cohortTopic, ""}]
+	t.Logf("view %+v joined %v notices %d", v, s.joinedCohort(cohortKey{cohortTopic, ""}), len(w.take(2, wire.OpAssignmentChanged)))
+	w.closeConn(2)
+	resume(t, w, 3, hello)
+	w.frame(3, wire.OpReconcileClient, wire.ReconcileClient{Policy: wire.ReconcileRestore, Subscriptions: []wire.ReconcileSub{
+		{Topic: cohortTopic, Partition: 2, Prefetch: 10, ConsumerGroup: wire.Some("g")}}})
+	if a := w.take(3, wire.OpAssignmentChanged); len(a) == 0 {
+		t.Errorf("a joined member's new connection was told no assignment")
+	}
+}
+
+func resume(t *testing.T, w *streamWorld, conn ConnID, hello wire.HelloOk) {
+	t.Helper()
+	w.step(NodeAddr(), &ConnOpened{NowMs: w.now, Conn: conn, Loopback: true, Entropy: entropyOf(byte(conn))})
+	w.frame(conn, wire.OpHello, wire.Hello{ClientName: "t", ClientVersion: "1", ProtocolVersion: 1,
+		Resume: wire.Some(wire.ResumeIdentity{OwnerID: hello.OwnerID, ClientID: hello.ClientID, ResumeToken: hello.ResumeToken})})
+	if ok := w.take(conn, wire.OpHelloOk); len(ok) != 1 || ok[0].body.(wire.HelloOk).ResumeOutcome != 1 {
+		t.Fatalf("resume %+v", ok)
+	}
+	w.frame(conn, wire.OpAuth, wire.Auth{Username: "u", Password: "p"})
+}
+
+// The same connection leaves cohort g (forgotten) and joins cohort h on
+// the same queue: the first notice of h is computed against g's told set.
+func TestCohortNewIDStartsItsOwnStream(t *testing.T) {
+	w := newCohortWorld(t)
+	w.connect(1)
+	joinAll(t, w, 1, "g", 10)
+	noticesAfter(t, w, 1, 0, nil)
+	w.frame(1, wire.OpReconcileClient, wire.ReconcileClient{Policy: wire.ReconcileRestore})
+	w.take(1, wire.OpReconcileResult)
+	w.frame(1, wire.OpSubscribe, sub(0, "h"))
+	if len(w.take(1, wire.OpSubscribeOk)) != 1 {
+		t.Fatalf("%+v", w.frames[1])
+	}
+	for _, f := range w.take(1, wire.OpAssignmentChanged) {
+		a := f.body.(wire.AssignmentChanged)
+		t.Logf("cg %s gen %d assigned %v added %v revoked %v", a.ConsumerGroup, a.Generation, a.Assigned, a.Added, a.Revoked)
+		if len(a.Revoked) > 0 {
+			t.Errorf("first notice of cohort h revokes partitions h never assigned: %v", a.Revoked)
+		}
+	}
+}

@@ -83,6 +83,7 @@ type Node struct {
 	cohortsDirty   map[cohortKey]bool
 	sessionCohorts map[SessionID]map[cohortKey]bool
 	cohortGenHigh  uint64
+	cohortsDueMs   int64 // when the oldest dirty cohort became dirty
 
 	rd Ready
 	// carry keeps the Ready NewNode filled (the boot record) for the first

@@ -105,10 +105,26 @@ func (n *Node) onCohortJoin(from Address, msg *CohortJoin) {
 		m.session, m.subs, m.renotice = from, map[uint32]uint64{}, true
 		n.unindexSession(old, key, e)
 	}
+	if len(m.subs) == 0 {
+		// A member back from no subscription (a leave and a rejoin in one
+		// batch): its session dropped the notices in between, so it is
+		// told again even if its set did not change.
+		m.renotice = true
+	}
 	m.subs[msg.Queue.Partition] = msg.SubID
 	m.target = msg.Target
 	n.indexSession(from, key)
 	n.send(from, &CohortJoined{Token: msg.Token})
+	n.markCohortDirty(key)
+}
+
+// markCohortDirty queues key for the next assignment; cohortsDueMs is when
+// the first one waited since (a fixed wake, so a busy Node's timer is not
+// pushed back at every input).
+func (n *Node) markCohortDirty(key cohortKey) {
+	if len(n.cohortsDirty) == 0 {
+		n.cohortsDueMs = max(n.nowMs, 1)
+	}
 	n.cohortsDirty[key] = true
 }
 
@@ -151,7 +167,7 @@ func (n *Node) onCohortLeave(from Address, msg *CohortLeave) {
 		return // stale: the member moved to another session, or resubscribed
 	}
 	delete(m.subs, msg.Queue.Partition)
-	n.cohortsDirty[key] = true
+	n.markCohortDirty(key)
 }
 
 // dropSessionCohorts removes an ended session's members everywhere.
@@ -166,7 +182,7 @@ func (n *Node) dropSessionCohorts(session Address) {
 		for _, m := range e.members {
 			if m.session == session {
 				clear(m.subs)
-				n.cohortsDirty[key] = true
+				n.markCohortDirty(key)
 			}
 		}
 	}
@@ -203,7 +219,7 @@ func (n *Node) cohortsWakeMs() int64 {
 	if len(n.cohortsDirty) == 0 {
 		return 0
 	}
-	return n.nowMs
+	return n.cohortsDueMs
 }
 
 // assignCohorts runs the assignment of every dirty cohort, in key order.

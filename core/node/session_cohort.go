@@ -147,6 +147,11 @@ func (s *Session) onCohortJoined(m *CohortJoined) {
 		return
 	}
 	sub.cohortJoined = true
+	if v := s.cohortViews[cohortKey{sub.key.Topic, sub.key.Group}]; v != nil {
+		// A member again: its view takes notices (a leave and this join may
+		// have met at the Node in one batch, with no notice to clear it).
+		v.left = false
+	}
 	s.subscribed(op, sub)
 }
 
@@ -187,6 +192,11 @@ func (s *Session) onAssignmentNotice(m *AssignmentNotice) {
 	}
 	if m.Generation <= v.generation {
 		return // stale: envelopes of one sender arrive in order, but be safe
+	}
+	if v.cohortID != m.CohortID {
+		// Another cohort on the queue (the old one emptied and was
+		// forgotten): a stream of its own, starting from nothing told.
+		v.told, v.toldGen = nil, 0
 	}
 	v.cohortID, v.generation, v.assigned = m.CohortID, m.Generation, slices.Clone(m.Assigned)
 	s.tellAssignment(key, v)
