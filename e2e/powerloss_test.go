@@ -223,7 +223,8 @@ func (b *brokerProc) addr() string { return "127.0.0.1:" + strconv.Itoa(b.port) 
 
 func (b *brokerProc) start(extra ...string) error {
 	b.t.Helper()
-	args := append([]string{"serve", "--data-dir", b.dataDir, "--listen", b.addr(), "--lease-ms", strconv.Itoa(powerLeaseMs),
+	// Many brokers run at once: no admin listener (its default port is fixed).
+	args := append([]string{"serve", "--data-dir", b.dataDir, "--listen", b.addr(), "--lease-ms", strconv.Itoa(powerLeaseMs), "--admin-listen=",
 		"--resident-payload-mb", "0", "--snapshot-entries-min", b.snapshotEntriesMin}, extra...)
 	b.cmd = exec.Command(b.bin, args...)
 	b.cmd.Env = append(os.Environ(), b.env...)

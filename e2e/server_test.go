@@ -92,7 +92,9 @@ func (s *server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
 func (s *server) start() {
 	s.t.Helper()
-	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr(), "--lease-ms", "2000"}, s.args...)
+	// Tests run many brokers at once: the admin listener is off unless a
+	// test asks for one in s.args (a later flag wins).
+	args := append([]string{"serve", "--data-dir", s.dataDir, "--listen", s.addr(), "--lease-ms", "2000", "--admin-listen="}, s.args...)
 	bin := s.bin
 	if bin == "" {
 		bin = fibrilBin

@@ -375,9 +375,11 @@ fibril_env() { env XDG_CONFIG_HOME="$WORK/fibril/config" "$@"; }
 start_fibril() {
 	local f="$WORK/fibril" i
 	mkdir -p "$f/config"
-	# a plain command (not through fibril_env) so that $! is fibril's own PID
+	# a plain command (not through fibril_env) so that $! is fibril's own PID;
+	# the admin listener stays on (as in production) on a port of its own
+	# choosing, so a broker already on 8081 does not stop the run
 	XDG_CONFIG_HOME="$f/config" "$FIBRIL" serve --data-dir "$f/data" --listen "127.0.0.1:$FIBRIL_PORT" \
-		--reconnect-grace-ms 0 --log-level warn >"$f/serve.log" 2>&1 &
+		--reconnect-grace-ms 0 --admin-listen 127.0.0.1:0 --log-level warn >"$f/serve.log" 2>&1 &
 	FIBRIL_PID=$!
 	log "fibril serve pid $FIBRIL_PID on 127.0.0.1:$FIBRIL_PORT (TCP and QUIC)"
 	# QUIC starts listening after TCP; the trust file appears before either, so

@@ -76,7 +76,8 @@ func startServe(t *testing.T, reconnectGraceMs int) (addr string, pid int) {
 	// test's directory instead of the developer's ~/.config.
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	addr = "127.0.0.1:" + strconv.Itoa(freeUDPAndTCPPort(t))
-	serve := exec.Command(bin, "serve", "--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--reconnect-grace-ms", strconv.Itoa(reconnectGraceMs))
+	serve := exec.Command(bin, "serve", "--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--reconnect-grace-ms", strconv.Itoa(reconnectGraceMs),
+		"--admin-listen=") // the default port is fixed; tests may run beside another broker
 	log := &lockedBuffer{}
 	serve.Stdout, serve.Stderr = log, log
 	if err := serve.Start(); err != nil {

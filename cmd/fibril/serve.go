@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fibril-go/fibril/admin"
 	"github.com/fibril-go/fibril/io/broker"
 	"github.com/fibril-go/fibril/transport"
 	"github.com/fibril-go/fibril/transport/certs"
@@ -67,6 +68,7 @@ func runServe(args []string) int {
 	connectionsMax := fs.Int("max-connections", def.ConnectionsMax, "connections open at once; one more is answered with error 500 and closed")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's pprof profiles on this loopback HOST:PORT (off when empty)")
+	adminListen := fs.String("admin-listen", "127.0.0.1:8081", "HOST:PORT of the admin HTTP listener: GET /healthz, /readyz, /metrics (no auth: keep it on loopback; \"\" disables it; port 0 picks a free one)")
 	var users userFlags
 	fs.Var(&users, "user", "seed a user NAME:PASSWORD while the user store is empty (repeatable); without users, fibril/fibril works from loopback only")
 	fs.Usage = func() {
@@ -118,13 +120,33 @@ func runServe(args []string) int {
 			return 2
 		}
 	}
-	return serve(cfg, *listen, port, *tcpTLS, !*noQUIC)
+	return serve(cfg, *listen, port, *tcpTLS, !*noQUIC, *adminListen)
 }
 
-func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool) int {
+// adminShutdownTimeout bounds how long admin requests in flight may take to
+// finish once the broker has closed.
+const adminShutdownTimeout = 2 * time.Second
+
+func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, adminListen string) int {
 	log := cfg.Logger
 	start := time.Now()
 	raiseOpenFilesLimit(log)
+	// The admin listener is bound first: a port already taken stops the
+	// start before recovery, and /readyz says 503 while recovery runs.
+	var adm *admin.Server
+	if adminListen != "" {
+		var err error
+		if adm, err = admin.Listen(adminListen, log); err != nil {
+			log.Error("cannot start", "err", err)
+			return 1
+		}
+		log.Info("admin listener", "addr", adm.Addr().String(), "endpoints", "/healthz /readyz /metrics")
+		defer func() {
+			if err := adm.Shutdown(adminShutdownTimeout); err != nil {
+				log.Warn("admin listener shutdown", "err", err)
+			}
+		}()
+	}
 	b, err := broker.New(cfg)
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -160,6 +182,9 @@ func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool) in
 		}
 		b.Serve(listenerAdapter{quic})
 	}
+	if adm != nil {
+		adm.Attach(b)
+	}
 	log.Info("fibril is serving", "tcp", tcp.Addr().String(), "tcp_tls", tcpTLS, "quic", withQUIC, "alpn", transport.ALPN,
 		"data_dir", cfg.DataDir, "ca_sha256", material.CAFingerprintSHA256, "start_ms", time.Since(start).Milliseconds())
 	signals := make(chan os.Signal, 1)
@@ -167,12 +192,18 @@ func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool) in
 	select {
 	case sig := <-signals:
 		log.Info("shutting down", "signal", sig.String())
+		if adm != nil {
+			adm.Stopping() // /readyz: 503 while the broker closes
+		}
 		if err := b.Close(); err != nil {
 			log.Error("shutdown", "err", err)
 			return 1
 		}
 		return 0
 	case <-b.Failed():
+		if adm != nil {
+			adm.Stopping()
+		}
 		b.Close()
 		return 1
 	}

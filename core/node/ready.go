@@ -3,6 +3,7 @@ package node
 import (
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/core/stream"
+	"github.com/fibril-go/fibril/transport/wire"
 )
 
 // Effects of one Step. Invariants:
@@ -50,7 +51,21 @@ type Ready struct {
 	ResidentBytes int64
 	// Settled (Host): durable final outcomes, for metrics.
 	Settled []core.Settlement
+	// Counted (Session): what this step did that the broker's metrics
+	// count (SPEC 13). Counting never decides anything.
+	Counted SessionCounted
 	WakeMs  int64
+}
+
+// SessionCounted is what one Session step did that only the machine knows:
+// a transport loss it now waits out, a grace that ran out, and the
+// HELLO_OK it answered (with the resume outcome it told the client).
+type SessionCounted struct {
+	GraceEntered uint32
+	GraceExpired uint32
+	// HelloOks counts HELLO_OKs sent this step, by resume outcome (a wire
+	// enum, append-only: the array grows with it).
+	HelloOks [wire.ResumeResumedAfterRestart + 1]uint32
 }
 
 // SessionInit is everything a new Session machine starts from.

@@ -242,6 +242,7 @@ func (s *Session) resetReady() {
 	s.rd.Out = s.rd.Out[:0]
 	s.rd.CheckPassword = s.rd.CheckPassword[:0]
 	s.rd.WakeMs = 0
+	s.rd.Counted = SessionCounted{}
 	s.buf = s.buf[:0]
 	s.sendConn, s.sendStart = 0, 0
 }

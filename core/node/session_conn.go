@@ -87,6 +87,7 @@ func (s *Session) onAttach(now int64, m *Attach) {
 		ResumeToken: s.init.Token, ResumeOutcome: m.Outcome, ServerName: s.cfg.ServerName,
 		Compliance: wire.ComplianceMarker,
 	})
+	s.rd.Counted.HelloOks[m.Outcome]++
 	// Streams are not reconciled (PROTOCOL 7.5, 7.8): a resumed client
 	// subscribes again and relies on its durable cursor.
 	s.endStreamSubs()
@@ -209,6 +210,7 @@ func (s *Session) afterTransportLoss(now int64) {
 		return
 	}
 	s.dormant, s.graceTimerMs = true, now+grace
+	s.rd.Counted.GraceEntered++
 	s.pauseSubscriptions(true)
 }
 
@@ -301,6 +303,7 @@ func (s *Session) onTick(now int64) {
 	// graceTimer: the client did not come back in time; its deliveries
 	// requeue now (the end unsubscribes).
 	if s.dormant && now >= s.graceTimerMs {
+		s.rd.Counted.GraceExpired++
 		s.end()
 		return
 	}

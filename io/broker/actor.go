@@ -306,6 +306,7 @@ func (b *Broker) applyActorReady(a *actor, rd *node.Ready, w *worklist) {
 	}
 	assertTrue(len(rd.PersistEntries) == 0, "only Hosts persist partition entries")
 	b.applySends(a, rd.Sends, rd.Close, w)
+	b.metrics.countSession(&rd.Counted)
 	for _, env := range rd.Out {
 		assertTrue(env.From == a.addr, "a machine sends only as itself")
 		if env.To.Kind == node.AddrPartition {

@@ -72,6 +72,8 @@ type Broker struct {
 
 	listenMu  sync.Mutex
 	listeners []Listener
+	// listening counts listeners handed to Serve (Ready reads it).
+	listening atomic.Int32
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -144,6 +146,7 @@ func (b *Broker) Serve(l Listener) {
 	b.listenMu.Lock()
 	b.listeners = append(b.listeners, l)
 	b.listenMu.Unlock()
+	b.listening.Add(1)
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()

@@ -86,6 +86,7 @@ func (b *Broker) HandleConn(sock Conn) {
 		return
 	}
 	b.conns[c.id] = c
+	b.metrics.connectionsOpen.Add(1)
 	b.connMu.Unlock()
 	b.metrics.connections.Add(1)
 	b.wg.Add(2)
@@ -326,6 +327,7 @@ func (c *conn) finish() {
 	<-c.wrote
 	c.b.connMu.Lock()
 	delete(c.b.conns, c.id)
+	c.b.metrics.connectionsOpen.Add(-1)
 	c.b.connMu.Unlock()
 	if a := c.boundTo(); a != nil {
 		c.b.deliverTo(a, &node.ConnClosed{Conn: c.id})

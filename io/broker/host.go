@@ -200,6 +200,7 @@ func (r *hostRunner) onDurable(upTo uint64, stored []logstore.StoredPayload, err
 		r.halt()
 		return
 	}
+	r.b.metrics.storageWriteRounds.Add(1)
 	in := &node.Persisted{UpToIndex: upTo}
 	if len(stored) > 0 {
 		in.Stored = make([]node.StoredPayload, len(stored))

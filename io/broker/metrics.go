@@ -1,16 +1,23 @@
 package broker
 
 import (
+	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/core/node"
+	"github.com/fibril-go/fibril/transport/wire"
 )
 
 // metrics are broker-wide counters (SPEC §13), fed from what the driver
-// carries (envelopes, Ready.Settled, connections, auth checks). They reset
-// on restart. What only a machine knows (grace entered or expired, resumes,
-// protocol errors) is not counted here.
+// carries (envelopes, Ready.Settled, Ready.Counted, connections, auth
+// checks, storage rounds). They reset on restart. Invariants:
+//   - every field is an atomic written where the driver already is (no
+//     lock, no allocation on the publish or deliver path); readers (the
+//     admin listener's scrape) only Load;
+//   - a counter here has a real source: protocolErrs is still fed by
+//     nothing, so Counters reports it and the admin listener leaves it out.
 type metrics struct {
 	published    atomic.Uint64
 	delivered    atomic.Uint64
@@ -24,7 +31,17 @@ type metrics struct {
 	protocolErrs atomic.Uint64
 	graceEntered atomic.Uint64
 	graceExpired atomic.Uint64
-	resumed      atomic.Uint64
+	// HELLO_OKs by resume outcome (Ready.Counted.HelloOks): resumed is
+	// wire.ResumeResumed, resumeNew a fresh session asked for none,
+	// resumeRejected a resume identity refused.
+	resumed        atomic.Uint64
+	resumeNew      atomic.Uint64
+	resumeRejected atomic.Uint64
+	// connectionsOpen is the connections the broker holds (its conns map).
+	connectionsOpen atomic.Int64
+	// storageWriteRounds counts partition log write rounds made durable
+	// (one fsynced group commit each; logstore.Committer's onDurable).
+	storageWriteRounds atomic.Uint64
 	// residentPayloadBytes is the payload bytes live messages hold in memory,
 	// over all partitions (Config.ResidentPayloadBytesMax bounds it).
 	residentPayloadBytes atomic.Int64
@@ -66,13 +83,33 @@ func (m *metrics) settled(s []core.Settlement) {
 	}
 }
 
-// Counters is a snapshot of the broker's counters.
+// countSession counts what a Session step reported (Ready.Counted).
+func (m *metrics) countSession(c *node.SessionCounted) {
+	if *c == (node.SessionCounted{}) {
+		return // nearly every step: no atomic touched
+	}
+	m.graceEntered.Add(uint64(c.GraceEntered))
+	m.graceExpired.Add(uint64(c.GraceExpired))
+	m.resumeNew.Add(uint64(c.HelloOks[wire.ResumeNew]))
+	m.resumed.Add(uint64(c.HelloOks[wire.ResumeResumed]))
+	m.resumeRejected.Add(uint64(c.HelloOks[wire.ResumeRejected]))
+}
+
+// Counters is a snapshot of the broker's counters and gauges. Each field is
+// read on its own (no lock): two fields may be a few events apart.
 type Counters struct {
 	Published, Delivered, Redelivered, Acked, Discarded, DeadLettered, TTLDropped  uint64
 	Connections, AuthFailures, ProtocolErrors, GraceEntered, GraceExpired, Resumed uint64
+	ResumeNew, ResumeRejected                                                      uint64
+	// PayloadsRead counts stored payloads read back from disk for delivery;
+	// StreamEntriesRead stream log entries read back for lagging
+	// subscribers; StorageWriteRounds durable partition log write rounds.
+	PayloadsRead, StreamEntriesRead, StorageWriteRounds uint64
+	// Gauges.
+	ConnectionsOpen, ResidentPayloadBytes int64
 }
 
-// Counters returns the current counters.
+// Counters returns the current counters. It takes no lock.
 func (b *Broker) Counters() Counters {
 	m := b.metrics
 	return Counters{
@@ -80,6 +117,25 @@ func (b *Broker) Counters() Counters {
 		Acked: m.acked.Load(), Discarded: m.discarded.Load(), DeadLettered: m.deadLettered.Load(),
 		TTLDropped: m.ttlDropped.Load(), Connections: m.connections.Load(), AuthFailures: m.authFailures.Load(),
 		ProtocolErrors: m.protocolErrs.Load(), GraceEntered: m.graceEntered.Load(), GraceExpired: m.graceExpired.Load(),
-		Resumed: m.resumed.Load(),
+		Resumed: m.resumed.Load(), ResumeNew: m.resumeNew.Load(), ResumeRejected: m.resumeRejected.Load(),
+		PayloadsRead: m.payloadsRead.Load(), StreamEntriesRead: m.streamEntriesRead.Load(),
+		StorageWriteRounds: m.storageWriteRounds.Load(),
+		ConnectionsOpen:    m.connectionsOpen.Load(), ResidentPayloadBytes: m.residentPayloadBytes.Load(),
 	}
+}
+
+// Ready says whether the broker serves: nil once New has recovered the logs
+// and Serve was handed a listener, until Close begins or a fatal error; else
+// why not. It takes no lock the broker's paths take.
+func (b *Broker) Ready() error {
+	if err := b.Err(); err != nil {
+		return fmt.Errorf("failed: %w", err)
+	}
+	if b.stopped() {
+		return errors.New("stopping")
+	}
+	if b.listening.Load() == 0 {
+		return errors.New("not listening yet")
+	}
+	return nil
 }

@@ -1,0 +1,188 @@
+// Package admin is the broker's admin HTTP listener (SPEC 11, 13): for now
+// /healthz, /readyz and /metrics. Invariants:
+//   - the listener only reads the broker (Source): nothing it serves can
+//     change what a client of the wire protocol observes;
+//   - it is bound before the broker recovers its logs, so /healthz answers
+//     and /readyz says 503 while recovery runs; Attach hands it the broker
+//     once every wire listener is up;
+//   - every error is JSON {"code": ..., "message": ...}, the message saying
+//     what to do.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fibril-go/fibril/io/broker"
+)
+
+// Source is what the listener reads from the broker. *broker.Broker
+// satisfies it; tests pass a fake.
+type Source interface {
+	// Ready is nil while the broker serves, else why not.
+	Ready() error
+	// Counters reads the broker's atomics (no lock).
+	Counters() broker.Counters
+}
+
+// Server is the admin HTTP listener.
+type Server struct {
+	log      *slog.Logger
+	listener net.Listener
+	http     *http.Server
+	handler  http.Handler
+	// source is nil until Attach: the broker is still recovering.
+	source atomic.Pointer[sourceBox]
+	// stopping is set by Stop before the broker closes: /readyz says 503.
+	stopping atomic.Bool
+	served   chan struct{}
+}
+
+// sourceBox lets an interface value live behind an atomic.Pointer.
+type sourceBox struct{ Source }
+
+// Listen binds addr (HOST:PORT; port 0 picks one) and starts serving. A
+// port already taken is an error naming it.
+func Listen(addr string, log *slog.Logger) (*Server, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listener on %s: %w (is another broker or program on this port? choose one with --admin-listen, or \"\" to disable)", addr, err)
+	}
+	s := newServer(log)
+	s.listener = l
+	s.http = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
+	go func() {
+		defer close(s.served)
+		if err := s.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin listener stopped", "addr", l.Addr().String(), "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// newServer builds the handlers without a socket (tests use Handler).
+func newServer(log *slog.Logger) *Server {
+	s := &Server{log: log, served: make(chan struct{})}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(&collector{server: s},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", getOnly(s.healthz))
+	mux.HandleFunc("/readyz", getOnly(s.readyz))
+	mux.Handle("/metrics", getOnly(metrics.ServeHTTP))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found",
+			fmt.Sprintf("no admin endpoint at %s; this broker serves GET /healthz, /readyz and /metrics", r.URL.Path))
+	})
+	s.handler = mux
+	return s
+}
+
+// Addr is the bound address (the port chosen when it was 0).
+func (s *Server) Addr() net.Addr { return s.listener.Addr() }
+
+// Handler serves the endpoints (tests drive it with httptest).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Attach hands the listener the broker once it serves.
+func (s *Server) Attach(src Source) { s.source.Store(&sourceBox{src}) }
+
+// Stopping marks the broker as going away: /readyz answers 503 from now on,
+// while the broker closes and the listener keeps answering.
+func (s *Server) Stopping() { s.stopping.Store(true) }
+
+// Shutdown stops the listener, letting requests in flight finish within
+// timeout.
+func (s *Server) Shutdown(timeout time.Duration) error {
+	s.Stopping()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := s.http.Shutdown(ctx)
+	<-s.served
+	return err
+}
+
+func (s *Server) attached() Source {
+	if box := s.source.Load(); box != nil {
+		return box.Source
+	}
+	return nil
+}
+
+// healthz: the process answers HTTP. Always 200, no auth (SPEC 11).
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeText(w, http.StatusOK, "ok\n")
+}
+
+// readyz: 200 once the broker has recovered and listens; 503 with the
+// reason before (recovering), while it stops, or after a fatal error.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	src := s.attached()
+	switch {
+	case s.stopping.Load():
+		writeError(w, http.StatusServiceUnavailable, "stopping", "the broker is shutting down")
+	case src == nil:
+		writeError(w, http.StatusServiceUnavailable, "starting", "the broker is recovering its logs and is not listening yet; retry shortly")
+	default:
+		if err := src.Ready(); err != nil {
+			writeError(w, http.StatusServiceUnavailable, "not_ready", "the broker does not serve: "+err.Error())
+			return
+		}
+		writeText(w, http.StatusOK, "ok\n")
+	}
+}
+
+// getOnly answers 405 with a JSON error to any method but GET and HEAD.
+func getOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+				fmt.Sprintf("%s %s is not allowed; use GET", r.Method, r.URL.Path))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func writeText(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+// apiError is the body of every error answer.
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(apiError{Code: code, Message: message})
+}
