@@ -487,9 +487,9 @@ func TestReadEntriesAfterPowerLoss(t *testing.T) {
 }
 
 // TestReadEntriesProperty: random appends (synced or not), snapshots,
-// reopens and reads; every ReadEntries(i, n, maxBytes) is the slice of
-// what was appended from i that the limits allow, or ErrCompacted below
-// the first index, or nothing past the last.
+// reopens and reads by several readers; every ReadEntries(i, n, maxBytes)
+// is the slice of what was appended from i that the limits allow, or
+// ErrCompacted below the first index, or nothing past the last.
 func TestReadEntriesProperty(t *testing.T) {
 	base := t.TempDir()
 	runs := 0
@@ -510,22 +510,29 @@ func checkReadProperty(t *rapid.T, dir string) {
 	gen := newEntryGen(seed, 900)
 	var all []core.Entry
 	snapshotIndex := uint64(0)
-	cursor := uint64(1) // where the last read stopped
-	steps := rapid.IntRange(1, 60).Draw(t, "steps")
+	// One to seven readers (more than the Log's cursors) take random
+	// turns, each reading on from where it stopped, now and then seeking
+	// back a little or anywhere: every read is exact whichever cursor
+	// serves it.
+	cursors := make([]uint64, rapid.IntRange(1, 7).Draw(t, "readers"))
+	for i := range cursors {
+		cursors[i] = 1
+	}
+	steps := rapid.IntRange(1, 100).Draw(t, "steps")
 	for range steps {
-		switch op := rapid.IntRange(0, 9).Draw(t, "op"); {
-		case op < 3:
+		switch op := rapid.IntRange(0, 12).Draw(t, "op"); {
+		case op < 4:
 			batch := gen.Entries(uint64(len(all))+1, rapid.IntRange(1, 20).Draw(t, "count"))
 			mustR(t, l.Append(batch))
 			all = append(all, batch...)
 			if rapid.Bool().Draw(t, "sync") {
 				mustR(t, l.Sync())
 			}
-		case op == 3 && uint64(len(all)) > snapshotIndex:
+		case op == 4 && uint64(len(all)) > snapshotIndex:
 			index := rapid.Uint64Range(snapshotIndex+1, uint64(len(all))).Draw(t, "snapshot index")
 			mustR(t, l.SaveSnapshot(index, []byte(fmt.Sprint("state at ", index)), 0))
 			snapshotIndex = index
-		case op == 4:
+		case op == 5:
 			mustR(t, l.Close())
 			var rec Recovered
 			l, rec, err = Open(testEnv, dir, opts)
@@ -536,9 +543,15 @@ func checkReadProperty(t *rapid.T, dir string) {
 				t.Fatalf("reopened at snapshot %d, last %d; want %d, %d", rec.SnapshotIndex, l.LastIndex(), snapshotIndex, len(all))
 			}
 		default:
-			from := cursor
-			if rapid.IntRange(0, 2).Draw(t, "seek") == 0 {
+			r := rapid.IntRange(0, len(cursors)-1).Draw(t, "reader")
+			from := cursors[r]
+			switch rapid.IntRange(0, 5).Draw(t, "seek") {
+			case 0:
 				from = rapid.Uint64Range(0, uint64(len(all))+2).Draw(t, "from")
+			case 1:
+				if back := rapid.Uint64Range(0, 40).Draw(t, "back"); from > back {
+					from -= back
+				}
 			}
 			n := rapid.IntRange(1, 40).Draw(t, "n")
 			maxBytes := rapid.SampledFrom([]int{0, 300, 2000, 1 << 30}).Draw(t, "max bytes")
@@ -547,7 +560,7 @@ func checkReadProperty(t *rapid.T, dir string) {
 				if !errors.Is(err, ErrCompacted) {
 					t.Fatalf("read from %d under a snapshot at %d: %v", from, snapshotIndex, err)
 				}
-				cursor = snapshotIndex + 1
+				cursors[r] = snapshotIndex + 1
 				continue
 			}
 			if err != nil {
@@ -555,7 +568,7 @@ func checkReadProperty(t *rapid.T, dir string) {
 			}
 			noStoredBodies(t, got)
 			sameEntries(t, got, wantRead(all, from, n, maxBytes))
-			cursor = from + uint64(len(got))
+			cursors[r] = from + uint64(len(got))
 		}
 	}
 }
@@ -589,86 +602,4 @@ func TestReadEntriesCursorAcrossTailRewrite(t *testing.T) {
 	}
 	sameEntries(t, got, all[20:])
 	sameEntries(t, readAll(t, l, 11, 3, 1<<30), all[10:])
-}
-
-// TestReadEntriesManyReadersProperty: one to seven readers (more than the
-// Log's cursors) take random turns, each reading on from where it stopped,
-// now and then seeking back a little or anywhere, between appends, syncs,
-// snapshots (front truncations) and reopens: every read returns exactly the
-// entries written, whichever cursor serves it.
-func TestReadEntriesManyReadersProperty(t *testing.T) {
-	base := t.TempDir()
-	runs := 0
-	rapid.Check(t, func(rt *rapid.T) {
-		runs++
-		checkManyReaders(rt, path.Join(base, fmt.Sprint(runs)))
-	})
-}
-
-func checkManyReaders(t *rapid.T, dir string) {
-	seed := rapid.Uint64().Draw(t, "seed")
-	opts := testOptions(rapid.SampledFrom([]int{512, 2 << 10, 16 << 10}).Draw(t, "segment bytes"), CorruptionRefuse)
-	l, _, err := Open(testEnv, dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { l.Close() }()
-	gen := newEntryGen(seed, 900)
-	var all []core.Entry
-	snapshotIndex := uint64(0)
-	nreaders := rapid.IntRange(1, 7).Draw(t, "readers")
-	cursors := make([]uint64, nreaders)
-	for i := range cursors {
-		cursors[i] = 1
-	}
-	steps := rapid.IntRange(1, 150).Draw(t, "steps")
-	for range steps {
-		switch op := rapid.IntRange(0, 19).Draw(t, "op"); {
-		case op < 4:
-			batch := gen.Entries(uint64(len(all))+1, rapid.IntRange(1, 30).Draw(t, "count"))
-			mustR(t, l.Append(batch))
-			all = append(all, batch...)
-			if rapid.Bool().Draw(t, "sync") {
-				mustR(t, l.Sync())
-			}
-		case op == 4 && uint64(len(all)) > snapshotIndex:
-			index := rapid.Uint64Range(snapshotIndex+1, uint64(len(all))).Draw(t, "snapshot index")
-			mustR(t, l.SaveSnapshot(index, []byte(fmt.Sprint("state at ", index)), 0))
-			snapshotIndex = index
-		case op == 5 && rapid.IntRange(0, 3).Draw(t, "reopen?") == 0:
-			mustR(t, l.Close())
-			l, _, err = Open(testEnv, dir, opts)
-			if err != nil {
-				t.Fatalf("reopen: %v", err)
-			}
-		default:
-			r := rapid.IntRange(0, nreaders-1).Draw(t, "reader")
-			from := cursors[r]
-			switch rapid.IntRange(0, 5).Draw(t, "seek") {
-			case 0:
-				from = rapid.Uint64Range(0, uint64(len(all))+2).Draw(t, "from")
-			case 1:
-				back := rapid.Uint64Range(0, 40).Draw(t, "back")
-				if from > back {
-					from -= back
-				}
-			}
-			n := rapid.IntRange(1, 40).Draw(t, "n")
-			maxBytes := rapid.SampledFrom([]int{0, 300, 2000, 1 << 30}).Draw(t, "max bytes")
-			got, err := l.ReadEntries(from, n, maxBytes)
-			if from <= snapshotIndex {
-				if !errors.Is(err, ErrCompacted) {
-					t.Fatalf("read from %d under a snapshot at %d: %v", from, snapshotIndex, err)
-				}
-				cursors[r] = snapshotIndex + 1
-				continue
-			}
-			if err != nil {
-				t.Fatalf("read from %d: %v", from, err)
-			}
-			noStoredBodies(t, got)
-			sameEntries(t, got, wantRead(all, from, n, maxBytes))
-			cursors[r] = from + uint64(len(got))
-		}
-	}
 }
