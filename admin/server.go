@@ -47,6 +47,7 @@ type Server struct {
 	// stopping is set by Stop before the broker closes: /readyz says 503.
 	stopping atomic.Bool
 	served   chan struct{}
+	auditLog auditRing
 }
 
 // sourceBox lets an interface value live behind an atomic.Pointer.
@@ -92,9 +93,12 @@ func newServer(log *slog.Logger) *Server {
 	mux.HandleFunc("/healthz", getOnly(s.healthz))
 	mux.HandleFunc("/readyz", getOnly(s.readyz))
 	mux.Handle("/metrics", getOnly(metrics.ServeHTTP))
+	for _, family := range routeFamilies {
+		family(s, mux)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found",
-			fmt.Sprintf("no admin endpoint at %s; this broker serves GET /healthz, /readyz and /metrics", r.URL.Path))
+			fmt.Sprintf("no admin endpoint at %s; this broker serves /healthz, /readyz, /metrics and /admin/api/... (docs/admin.md lists them)", r.URL.Path))
 	})
 	s.handler = mux
 	return s

@@ -64,6 +64,12 @@ type Broker struct {
 	streams     map[core.QueueID]*brokerStreamHost
 	streamOrder []*brokerStreamHost
 	streamParts map[core.QueueID]*streamShadow
+
+	// operator receives what machines send to an AddrAdmin address (and
+	// what bounces back from one): the simulator's operator, when a
+	// scenario has one; otherwise such envelopes are dropped, as the
+	// production driver drops answers nobody waits for.
+	operator func(env node.Envelope, bounced bool)
 }
 
 // BrokerStats counts what a broker went through.
@@ -463,6 +469,11 @@ func (b *Broker) arrive(env node.Envelope) {
 			b.stepSession(s, &node.Deliver{NowMs: now, Envelope: env}, "deliver")
 			return
 		}
+	case node.AddrAdmin:
+		if b.operator != nil {
+			b.operator(env, false)
+		}
+		return
 	case node.AddrPartition:
 		if h := b.hosts[env.To.Queue]; h != nil {
 			b.noteRequest(h, env.Msg)
@@ -494,6 +505,10 @@ func (b *Broker) bounce(env node.Envelope) {
 			b.stepHost(h, in, "bounced")
 		} else if sh := b.streams[env.From.Queue]; sh != nil {
 			b.stepStream(sh, in, "bounced")
+		}
+	case node.AddrAdmin:
+		if b.operator != nil {
+			b.operator(env, true)
 		}
 	}
 }

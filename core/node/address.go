@@ -33,6 +33,11 @@ const (
 	AddrNode      AddrKind = 1
 	AddrSession   AddrKind = 2
 	AddrPartition AddrKind = 3
+	// AddrAdmin names one operator request in flight (the admin API, the
+	// simulator's operator): no machine lives there. The driver hands what
+	// arrives for it, or bounces back from it, to whoever waits for that
+	// request; nothing is ever stepped with it.
+	AddrAdmin AddrKind = 4
 )
 
 // Address names one machine of a broker.
@@ -40,6 +45,7 @@ type Address struct {
 	Kind    AddrKind
 	Session SessionID    // AddrSession
 	Queue   core.QueueID // AddrPartition
+	Request uint64       // AddrAdmin: the driver's request number, never 0
 }
 
 // NodeAddr is the address of the broker's Node machine.
@@ -51,6 +57,9 @@ func SessionAddr(id SessionID) Address { return Address{Kind: AddrSession, Sessi
 // PartitionAddr is the address of the Host of one queue partition.
 func PartitionAddr(q core.QueueID) Address { return Address{Kind: AddrPartition, Queue: q} }
 
+// AdminAddr is the address of operator request req (never 0).
+func AdminAddr(req uint64) Address { return Address{Kind: AddrAdmin, Request: req} }
+
 func (a Address) String() string {
 	switch a.Kind {
 	case AddrNode:
@@ -59,6 +68,8 @@ func (a Address) String() string {
 		return fmt.Sprintf("session/%d", a.Session)
 	case AddrPartition:
 		return "partition/" + a.Queue.String()
+	case AddrAdmin:
+		return fmt.Sprintf("admin/%d", a.Request)
 	}
 	// An unknown kind still prints, with its number: String is used in panics
 	// and traces, where hiding the value would hide the bug.

@@ -396,6 +396,8 @@ func (b *Broker) route(env node.Envelope, w *worklist) {
 		b.pushOrBounce(a, env, w)
 	case node.AddrPartition:
 		b.pushToPartition(b.host(env.To.Queue), env)
+	case node.AddrAdmin:
+		b.admin.answer(env.To.Request, adminAnswer{msg: env.Msg})
 	default:
 		panic(fmt.Sprintf("broker: envelope to an unknown address %v", env.To))
 	}
@@ -482,6 +484,8 @@ func (b *Broker) bounce(env node.Envelope) {
 		if h := b.host(env.From.Queue); h != nil {
 			h.push(in)
 		}
+	case node.AddrAdmin:
+		b.admin.answer(env.From.Request, adminAnswer{msg: env.Msg, bounced: true})
 	}
 }
 

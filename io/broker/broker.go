@@ -54,6 +54,7 @@ type Broker struct {
 	nodeActor *actor
 	nodeLog   *nodeLog
 	importer  *catalogImport
+	admin     adminCalls // operator requests in flight (admincall.go)
 
 	sessMu   sync.RWMutex
 	sessions map[node.SessionID]*actor
