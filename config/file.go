@@ -90,6 +90,10 @@ func readFile(table []Key, byName map[string]*Key, path, from string, read func(
 				walk(full, sub)
 				continue
 			}
+			if sub, isTable := raw.(map[string]any); isTable && len(sub) > 0 {
+				walk(full, sub) // an unknown table: each key in it is unknown, with its own suggestion
+				continue
+			}
 			errs = append(errs, fmt.Sprintf("config file %s: unknown key %s; did you mean %s? (docs/configuration.md lists every key)",
 				path, full, nearestKey(full, table)))
 		}
