@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"os"
@@ -425,5 +426,14 @@ func TestNearestKeyAndEditDistance(t *testing.T) {
 	}
 	if got := nearestKey("anything.max_connections", Table()); got != "connection.max_connections" {
 		t.Fatal(got)
+	}
+}
+
+func TestExtraFlagsParseBesideTheTable(t *testing.T) {
+	var temporary int64
+	c, err := Load(Table(), Inputs{Args: []string{"--lease-ms", "9", "--temporary-ms", "42"}, Output: io.Discard,
+		ExtraFlags: func(fs *flag.FlagSet) { fs.Int64Var(&temporary, "temporary-ms", 0, "a setting that is not a row yet") }})
+	if err != nil || temporary != 42 || c.Int("delivery.inflight_ttl_ms") != 9 {
+		t.Fatalf("%v, temporary %d", err, temporary)
 	}
 }

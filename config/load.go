@@ -37,6 +37,10 @@ type Inputs struct {
 	Output io.Writer
 	// Usage, when set, is printed before the flags by --help.
 	Usage string
+	// ExtraFlags, when set, registers flags that are not keys (yet): a
+	// setting added with a temporary flag keeps working until it becomes a
+	// row. They are parsed with the rest; their values are the caller's.
+	ExtraFlags func(fs *flag.FlagSet)
 }
 
 // ErrHelp is returned when --help was asked for (the usage is printed).
@@ -55,7 +59,9 @@ const (
 // notConfigEnv are FIBRIL_* variables that are not configuration: the
 // tools', tests' and scripts' own. They are never errors.
 var notConfigEnv = []string{"FIBRIL_MUTANT", "FIBRIL_STORAGE_BACKEND", "FIBRIL_FUZZ_SECONDS",
-	"FIBRIL_WIRE_VECTORS", "FIBRIL_LOGSTORE_MEASURE"}
+	"FIBRIL_WIRE_VECTORS", "FIBRIL_LOGSTORE_MEASURE", "FIBRIL_MEASURE",
+	// scripts/bench-compare.sh's knobs.
+	"FIBRIL_SHARED", "FIBRIL_SYSTEMS", "FIBRIL_PORT", "FIBRIL_PID", "FIBRIL_CONN"}
 
 // notConfigEnvPrefixes are prefixes of such variables.
 var notConfigEnvPrefixes = []string{"FIBRIL_E2E_"}
@@ -248,6 +254,9 @@ func parseFlags(table []Key, in Inputs, cfg *Config) (layer, string, error) {
 		text, typeName := flagDefault(k, def)
 		fs.Var(&flagValue{key: k, layer: flags, def: text}, k.Flag,
 			fmt.Sprintf("%s (key %s, env %s%s)", k.Doc, k.Name, k.EnvName(), typeName))
+	}
+	if in.ExtraFlags != nil {
+		in.ExtraFlags(fs)
 	}
 	fs.Usage = func() {
 		if in.Usage != "" {

@@ -28,7 +28,7 @@ const (
 	msMax = int64(1) << 40
 	// countMax bounds counts and byte sizes (an int on every platform we
 	// build for holds it).
-	countMax = int64(1) << 31
+	countMax = int64(1)<<31 - 1
 )
 
 // Table returns the key table (a fresh copy: callers may not share rows).

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -47,8 +48,20 @@ came from. docs/configuration.md lists every key.
 
 Flags:`
 
+// serveTemporaryFlags are flags of settings that are not configuration keys
+// yet (docs/configuration.md, "Adding a key"): each registers its flag and
+// returns what puts the parsed value into the broker's config. A setting
+// with a row in config.Table needs none.
+var serveTemporaryFlags []func(fs *flag.FlagSet) (apply func(*broker.Config))
+
 func runServe(args []string) int {
-	cfg, err := config.Load(config.Table(), config.Inputs{Args: args, Environ: os.Environ(), Usage: serveUsage})
+	var applyTemporary []func(*broker.Config)
+	cfg, err := config.Load(config.Table(), config.Inputs{Args: args, Environ: os.Environ(), Usage: serveUsage,
+		ExtraFlags: func(fs *flag.FlagSet) {
+			for _, register := range serveTemporaryFlags {
+				applyTemporary = append(applyTemporary, register(fs))
+			}
+		}})
 	if errors.Is(err, config.ErrHelp) {
 		return 2
 	}
@@ -76,6 +89,9 @@ func runServe(args []string) int {
 		logger.Debug("FIBRIL_ variables that are not configuration, ignored", "names", strings.Join(cfg.Ignored, ","))
 	}
 	bc := cfg.Broker(broker.DefaultConfig())
+	for _, apply := range applyTemporary {
+		apply(&bc)
+	}
 	bc.Logger = logger
 	listen := cfg.String("broker.listener.bind")
 	// Validated as HOST:PORT with a port from 1 (config.Table).
