@@ -437,3 +437,26 @@ func TestExtraFlagsParseBesideTheTable(t *testing.T) {
 		t.Fatalf("%v, temporary %d", err, temporary)
 	}
 }
+
+// docs/configuration.md lists every key with its variable and flag.
+func TestDocsListEveryKey(t *testing.T) {
+	doc, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range Table() {
+		var row string
+		for _, line := range strings.Split(string(doc), "\n") {
+			if strings.HasPrefix(line, "| `"+k.Name+"` |") {
+				row = line
+			}
+		}
+		if row == "" {
+			t.Errorf("docs/configuration.md has no row for %s", k.Name)
+			continue
+		}
+		if !strings.Contains(row, "`"+k.EnvName()+"`") || k.Flag != "" && !strings.Contains(row, "`--"+k.Flag+"`") {
+			t.Errorf("the row of %s lacks its variable %s or flag --%s", k.Name, k.EnvName(), k.Flag)
+		}
+	}
+}
