@@ -163,7 +163,7 @@ func TestFileParseErrors(t *testing.T) {
 	_, err := load(t, "delivery.inflight_ttl_ms = 1\n[broker\n", nil)
 	wantError(t, err, "/cfg/fibril.toml", "line 3", "TOML syntax")
 	_, err = load(t, "[delivery]\ninflight_ttl_ms = \"30s\"\n", nil)
-	wantError(t, err, "key delivery.inflight_ttl_ms", "want a whole number of milliseconds", "a string")
+	wantError(t, err, "line 2: key delivery.inflight_ttl_ms", "want a whole number of milliseconds", "a string")
 	_, err = load(t, "delivery.inflight_ttl_ms = 1.5\n", nil)
 	wantError(t, err, "delivery.inflight_ttl_ms", "1.5")
 	_, err = load(t, "tls.enabled = \"yes\"\n", nil)
@@ -179,9 +179,11 @@ func TestFileParseErrors(t *testing.T) {
 func TestUnknownFileKeysNameTheNearest(t *testing.T) {
 	_, err := load(t, "[delivery]\ninflight_tl_ms = 5\nlease_ms = 5\n[logs]\nlevel = \"debug\"\n", nil)
 	wantError(t, err, "3 problems",
-		"unknown key delivery.inflight_tl_ms; did you mean delivery.inflight_ttl_ms?",
-		"unknown key delivery.lease_ms; did you mean delivery.inflight_ttl_ms?", // the flag's name
-		"unknown key logs.level; did you mean log.level?")
+		"fibril.toml: line 2: unknown key delivery.inflight_tl_ms; did you mean delivery.inflight_ttl_ms?",
+		"fibril.toml: line 3: unknown key delivery.lease_ms; did you mean delivery.inflight_ttl_ms?", // the flag's name
+		"fibril.toml: line 5: unknown key logs.level; did you mean log.level?")
+	_, err = load(t, "log.level = \"info\"\n[broker.listener]\n\"bnid\" = \"x\"\n", nil)
+	wantError(t, err, "line 3: unknown key broker.listener.bnid; did you mean broker.listener.bind?")
 }
 
 func TestEnvValuesAndUnknownVariables(t *testing.T) {
@@ -237,6 +239,12 @@ func TestBadFlags(t *testing.T) {
 	wantError(t, err, `unexpected argument "extra"`)
 	_, err = load(t, "", nil, "--user", "nopassword")
 	wantError(t, err, "NAME:PASSWORD")
+	// The flag package would quote the value: a password stays out.
+	_, err = load(t, "", nil, "--user", ":s3cret")
+	wantError(t, err, "flag --user <redacted>: want NAME:PASSWORD")
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("the password is in the message: %v", err)
+	}
 	if _, err := load(t, "", nil, "--help"); !errors.Is(err, ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}

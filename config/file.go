@@ -74,7 +74,7 @@ func readFile(table []Key, byName map[string]*Key, path, from string, read func(
 			if k, ok := byName[full]; ok {
 				v, err := fromTOML(k, raw)
 				if err != nil {
-					errs = append(errs, fmt.Sprintf("config file %s: key %s: %v", path, full, err))
+					errs = append(errs, fmt.Sprintf("config file %s:%s key %s: %v", path, lineText(data, full), full, err))
 					continue
 				}
 				l[full] = assignment{value: v, origin: path}
@@ -94,8 +94,8 @@ func readFile(table []Key, byName map[string]*Key, path, from string, read func(
 				walk(full, sub) // an unknown table: each key in it is unknown, with its own suggestion
 				continue
 			}
-			errs = append(errs, fmt.Sprintf("config file %s: unknown key %s; did you mean %s? (docs/configuration.md lists every key)",
-				path, full, nearestKey(full, table)))
+			errs = append(errs, fmt.Sprintf("config file %s:%s unknown key %s; did you mean %s? (docs/configuration.md lists every key)",
+				path, lineText(data, full), full, nearestKey(full, table)))
 		}
 	}
 	walk("", doc)
@@ -204,4 +204,37 @@ func tomlType(raw any) string {
 		return "an array"
 	}
 	return fmt.Sprintf("a %T", raw)
+}
+
+// lineText is " line N:" for the line that sets key, or "" when a simple
+// scan cannot tell (the TOML library keeps key positions to itself). The
+// scan follows [table] headers and dotted keys; it is a pointer for the
+// operator, not a parser: a miss only drops the line number.
+func lineText(data []byte, key string) string {
+	clean := func(s string) string {
+		parts := strings.Split(s, ".")
+		for i, p := range parts {
+			parts[i] = strings.Trim(strings.TrimSpace(p), `"'`)
+		}
+		return strings.Join(parts, ".")
+	}
+	table := ""
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "["):
+			header, _, _ := strings.Cut(strings.Trim(line, "[]"), "]")
+			table = clean(strings.Trim(header, "[]"))
+		case strings.Contains(line, "=") && !strings.HasPrefix(line, "#"):
+			name, _, _ := strings.Cut(line, "=")
+			full := clean(name)
+			if table != "" {
+				full = table + "." + full
+			}
+			if full == key {
+				return fmt.Sprintf(" line %d:", i+1)
+			}
+		}
+	}
+	return ""
 }

@@ -176,6 +176,9 @@ type flagValue struct {
 	key   *Key
 	layer layer
 	def   string
+	// secretErrs collects the errors of Secret keys' flags: the flag
+	// package would quote the bad value (a password) in its message.
+	secretErrs *[]string
 }
 
 func (f *flagValue) String() string {
@@ -194,15 +197,18 @@ func (f *flagValue) Set(text string) error {
 	switch {
 	case k.Kind == KindUsers:
 		// Repeatable: each --user adds one.
-		user, uerr := parseUser(text)
-		if uerr != nil {
-			return uerr
+		var user broker.UserSeed
+		if user, err = parseUser(text); err == nil {
+			v = Users(append(f.layer[k.Name].value.Users, user)...)
 		}
-		v = Users(append(f.layer[k.Name].value.Users, user)...)
 	case k.FlagDuration:
 		v, err = parseDurationMs(text)
 	default:
 		v, err = parseText(k, text)
+	}
+	if err != nil && k.Secret {
+		*f.secretErrs = append(*f.secretErrs, fmt.Sprintf("flag --%s %s: %v", k.Flag, Redacted, err))
+		return nil
 	}
 	if err != nil {
 		return err
@@ -242,6 +248,7 @@ func parseFlags(table []Key, in Inputs, cfg *Config) (layer, string, error) {
 	configPath := fs.String("config", "", "TOML configuration file (else $"+ConfigEnv+"); docs/configuration.md lists every key")
 	fs.Var(&printFlag{cfg: cfg}, "print-config", "print the effective configuration, one key per line with its source, and exit (--print-config=json for JSON)")
 	defaults := broker.DefaultConfig()
+	var secretErrs []string
 	for i := range table {
 		k := &table[i]
 		if k.Flag == "" {
@@ -252,7 +259,7 @@ func parseFlags(table []Key, in Inputs, cfg *Config) (layer, string, error) {
 			def = k.Get(defaults)
 		}
 		text, typeName := flagDefault(k, def)
-		fs.Var(&flagValue{key: k, layer: flags, def: text}, k.Flag,
+		fs.Var(&flagValue{key: k, layer: flags, def: text, secretErrs: &secretErrs}, k.Flag,
 			fmt.Sprintf("%s (key %s, env %s%s)", k.Doc, k.Name, k.EnvName(), typeName))
 	}
 	if in.ExtraFlags != nil {
@@ -269,6 +276,9 @@ func parseFlags(table []Key, in Inputs, cfg *Config) (layer, string, error) {
 			return nil, "", ErrHelp
 		}
 		return nil, "", &Error{Msg: err.Error() + " (fibril serve --help lists the flags)"}
+	}
+	if len(secretErrs) > 0 {
+		return nil, "", joinErrors(secretErrs)
 	}
 	if fs.NArg() > 0 {
 		return nil, "", errorf("unexpected argument %q: fibril serve takes flags only (fibril serve --help lists them)", fs.Arg(0))
