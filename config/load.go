@@ -116,9 +116,7 @@ func Load(table []Key, in Inputs) (*Config, error) {
 	}
 	layers := [...]layer{SourceFile: file, SourceEnv: env, SourceFlag: flags}
 	for source := SourceFile; source <= SourceFlag; source++ {
-		if err := applyImplies(byName, layers[source]); err != nil {
-			return nil, err
-		}
+		applyImplies(byName, layers[source])
 	}
 	defaults := broker.DefaultConfig()
 	for i := range table {
@@ -397,7 +395,7 @@ func lookupEnv(environ []string, name string) (string, bool) {
 
 // applyImplies adds, within one layer, the values that a set key implies
 // unless the layer sets them itself.
-func applyImplies(byName map[string]*Key, l layer) error {
+func applyImplies(byName map[string]*Key, l layer) {
 	names := make([]string, 0, len(l))
 	for name := range l {
 		names = append(names, name)
@@ -419,7 +417,6 @@ func applyImplies(byName map[string]*Key, l layer) error {
 			l[target] = assignment{value: v, origin: l[name].origin + " (implied)"}
 		}
 	}
-	return nil
 }
 
 // parseText reads a value of k's kind from an env or flag string.

@@ -3,8 +3,10 @@ package config
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -173,8 +175,9 @@ func TestPrecedenceProperty(t *testing.T) {
 		}
 		// Dotted keys first: TOML puts keys after a [header] under it.
 		file := strings.Join(dotted, "\n") + "\n"
-		for section, lines := range sections {
-			file += "[" + section + "]\n" + strings.Join(lines, "\n") + "\n"
+		// In sorted order: a failing draw replays to the same file.
+		for _, section := range slices.Sorted(maps.Keys(sections)) {
+			file += "[" + section + "]\n" + strings.Join(sections[section], "\n") + "\n"
 		}
 		if rapid.Bool().Draw(t, "config-by-env") {
 			environ = append(environ, ConfigEnv+"="+path)
