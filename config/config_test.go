@@ -188,14 +188,15 @@ func TestUnknownFileKeysNameTheNearest(t *testing.T) {
 
 func TestEnvValuesAndUnknownVariables(t *testing.T) {
 	c := mustLoad(t, "", []string{"FIBRIL_DELIVERY_INFLIGHT_TTL_MS=777", "FIBRIL_MUTANT=x", "FIBRIL_STORAGE_BACKEND=sim",
-		"FIBRIL_E2E_MEMBER_ADDR=y", "FIBRIL_CLUSTER_SECRET=z", "PATH=/bin", "FIBRIL_ADMIN_LISTENER_BIND="})
+		"FIBRIL_E2E_MEMBER_ADDR=y", "FIBRIL_CLUSTER_SECRET=z", "PATH=/bin", "FIBRIL_ADMIN_LISTENER_BIND=",
+		"FIBRIL_USERNAME=ctl", "FIBRIL_PASSWORD=ctl"})
 	if s := c.Get("delivery.inflight_ttl_ms"); s.Value.Int != 777 || s.SourceText() != "env FIBRIL_DELIVERY_INFLIGHT_TTL_MS" {
 		t.Fatalf("%+v %s", s.Value, s.SourceText())
 	}
 	if s := c.Get("admin.listener.bind"); s.Value.Str != "" || s.Source != SourceEnv {
 		t.Fatal("an empty variable must set an empty string (admin listener off)")
 	}
-	if len(c.Ignored) != 4 {
+	if len(c.Ignored) != 6 {
 		t.Fatalf("ignored %v", c.Ignored)
 	}
 	_, err := load(t, "", []string{"FIBRIL_DELIVERY_INFLIGHT_TTL=5", "FIBRIL_LOG_LEVL=debug", "FIBRIL_LISTEN=127.0.0.1:1"})

@@ -61,7 +61,10 @@ const (
 var notConfigEnv = []string{"FIBRIL_MUTANT", "FIBRIL_STORAGE_BACKEND", "FIBRIL_FUZZ_SECONDS",
 	"FIBRIL_WIRE_VECTORS", "FIBRIL_LOGSTORE_MEASURE", "FIBRIL_MEASURE",
 	// scripts/bench-compare.sh's knobs.
-	"FIBRIL_SHARED", "FIBRIL_SYSTEMS", "FIBRIL_PORT", "FIBRIL_PID", "FIBRIL_CONN"}
+	"FIBRIL_SHARED", "FIBRIL_SYSTEMS", "FIBRIL_PORT", "FIBRIL_PID", "FIBRIL_CONN",
+	// fibrilctl's login (SPEC 12): a shell that exports them for the CLI
+	// may start the broker too.
+	"FIBRIL_USERNAME", "FIBRIL_PASSWORD"}
 
 // notConfigEnvPrefixes are prefixes of such variables.
 var notConfigEnvPrefixes = []string{"FIBRIL_E2E_"}
