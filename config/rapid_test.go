@@ -224,3 +224,49 @@ func sameValue(a, b Value) bool {
 	}
 	return reflect.DeepEqual(a, b)
 }
+
+// The validation property: one key of the table, set by a random source to
+// a random value out of its range (or outside its enum), is refused, and
+// the message names the key, the value and the source that set it.
+func TestOutOfRangeIsRefusedNamingTheSourceProperty(t *testing.T) {
+	table := Table()
+	var candidates []*Key
+	for i := range table {
+		if table[i].Kind == KindInt || table[i].Enum != nil {
+			candidates = append(candidates, &table[i])
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		k := rapid.SampledFrom(candidates).Draw(t, "key")
+		var v Value
+		switch {
+		case k.Kind == KindInt && (k.Min == 0 || rapid.Bool().Draw(t, "above")):
+			v = Int(k.Max + rapid.Int64Range(1, 1<<40).Draw(t, "over"))
+		case k.Kind == KindInt:
+			v = Int(k.Min - rapid.Int64Range(1, 1<<40).Draw(t, "under"))
+		default:
+			v = Str(rapid.StringMatching(`[a-z]{1,8}`).Filter(func(s string) bool { return !contains(k.Enum, s) }).Draw(t, "word"))
+		}
+		sources := []Source{SourceFile, SourceEnv}
+		if k.Flag != "" {
+			sources = append(sources, SourceFlag)
+		}
+		in := Inputs{Output: io.Discard, ReadFile: func(string) ([]byte, error) {
+			return []byte(k.Name + " = " + valueText(k, v) + "\n"), nil
+		}}
+		var from string
+		switch source := rapid.SampledFrom(sources).Draw(t, "source"); source {
+		case SourceFile:
+			in.Args, from = []string{"--config", "/f.toml"}, "file /f.toml"
+		case SourceEnv:
+			in.Environ, from = []string{k.EnvName() + "=" + envText(k, v)}, "env "+k.EnvName()
+		case SourceFlag:
+			in.Args, from = []string{"--" + k.Flag + "=" + envText(k, v)}, "flag --"+k.Flag
+		}
+		_, err := Load(table, in)
+		want := k.Name + " = " + valueText(k, v) + " (from " + from + ")"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Load: %v\nwant an error naming %q", err, want)
+		}
+	})
+}
