@@ -285,6 +285,9 @@ func TestPrintRedactsAndRoundTrips(t *testing.T) {
 			t.Fatalf("a password is printed:\n%s", out)
 		}
 	}
+	if nd := strings.Join(c.NonDefault(), "; "); strings.Contains(nd, "s3cret") || !strings.Contains(nd, "delivery.inflight_ttl_ms=4321 (flag --lease-ms)") {
+		t.Fatalf("NonDefault: %s", nd)
+	}
 	if !strings.Contains(text.String(), `auth.seed_users = [{name = "carol", password = "<redacted>"}]`) ||
 		!strings.Contains(text.String(), "# flag --user") {
 		t.Fatalf("users line:\n%s", text.String())

@@ -117,3 +117,15 @@ func quoteSecret(k *Key, text string) string {
 	}
 	return text
 }
+
+// NonDefault lists the values not at their default as "key=value (source)",
+// secrets redacted: the start's log line of what was configured.
+func (c *Config) NonDefault() []string {
+	var out []string
+	for _, s := range c.settings {
+		if s.Source != SourceDefault {
+			out = append(out, s.Key.Name+"="+valueText(s.Key, s.Value)+" ("+s.SourceText()+")")
+		}
+	}
+	return out
+}

@@ -82,9 +82,8 @@ func runServe(args []string) int {
 		return 0
 	}
 	logger, level := cfg.NewLogger(os.Stderr)
-	if cfg.File != "" {
-		logger.Info("configuration file", "path", cfg.File, "named_by", cfg.FileFrom)
-	}
+	logger.Info("configuration", "file", cfg.File, "named_by", cfg.FileFrom,
+		"set", strings.Join(cfg.NonDefault(), "; "))
 	if len(cfg.Ignored) > 0 {
 		logger.Debug("FIBRIL_ variables that are not configuration, ignored", "names", strings.Join(cfg.Ignored, ","))
 	}
