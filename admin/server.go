@@ -48,6 +48,9 @@ type Server struct {
 	stopping atomic.Bool
 	served   chan struct{}
 	auditLog auditRing
+	// logControl: the live log level and the startup configuration
+	// (api_log.go); nil until SetLogControl.
+	logControl atomic.Pointer[logControl]
 }
 
 // sourceBox lets an interface value live behind an atomic.Pointer.

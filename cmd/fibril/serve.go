@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fibril-go/fibril/admin"
+	"github.com/fibril-go/fibril/config"
 	"github.com/fibril-go/fibril/io/broker"
 	"github.com/fibril-go/fibril/transport"
 	"github.com/fibril-go/fibril/transport/certs"
@@ -24,19 +25,6 @@ import (
 
 func init() {
 	register("serve", "run the broker (TCP and QUIC on one port, data in a local directory)", runServe)
-}
-
-// userFlags collects repeated --user NAME:PASSWORD flags.
-type userFlags []broker.UserSeed
-
-func (u *userFlags) String() string { return fmt.Sprintf("%d users", len(*u)) }
-func (u *userFlags) Set(v string) error {
-	name, password, ok := strings.Cut(v, ":")
-	if !ok || name == "" || password == "" {
-		return errors.New("want NAME:PASSWORD")
-	}
-	*u = append(*u, broker.UserSeed{Name: name, Password: password})
-	return nil
 }
 
 // listenerAdapter gives a transport.Listener the broker's Listener shape.
@@ -50,84 +38,91 @@ func (l listenerAdapter) Accept(ctx context.Context) (broker.Conn, error) {
 	return c, nil
 }
 
+// serveUsage heads `fibril serve --help`.
+const serveUsage = `Usage: fibril serve [flags]
+
+Runs the broker on an embedded default: a local data directory, loopback only, no setup.
+Settings come from defaults < a TOML file (--config PATH, else $FIBRIL_CONFIG) < FIBRIL_*
+environment variables < these flags; --print-config shows the result and where each value
+came from. docs/configuration.md lists every key.
+
+Flags:`
+
+// serveTemporaryFlags are flags of settings that are not configuration keys
+// yet (docs/configuration.md, "Adding a key"): each registers its flag and
+// returns what puts the parsed value into the broker's config. A setting
+// with a row in config.Table needs none.
+var serveTemporaryFlags []func(fs *flag.FlagSet) (apply func(*broker.Config))
+
 func runServe(args []string) int {
-	def := broker.DefaultConfig()
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	dataDir := fs.String("data-dir", def.DataDir, "directory for logs, users and TLS material (created if absent)")
-	listen := fs.String("listen", "127.0.0.1:9876", "HOST:PORT for the wire protocol: TCP and QUIC (UDP) on the same port")
-	tcpTLS := fs.Bool("tcp-tls", false, "serve TCP with TLS (plaintext clients get error 426); QUIC is always TLS 1.3")
-	noQUIC := fs.Bool("no-quic", false, "do not serve QUIC")
-	advertise := fs.String("advertise", "", "host clients should dial, as listed in topology (default: the listen host)")
-	graceMs := fs.Int64("reconnect-grace-ms", def.ReconnectGraceMs, "how long a dropped client's session waits for it to resume (0 disables)")
-	leaseMs := fs.Int64("lease-ms", def.Partition.LeaseMs, "how long a delivery stays leased without a settle (delivery.inflight_ttl_ms)")
-	maxRetries := fs.Uint("max-retries", uint(def.Partition.MaxRetriesDefault), "default dlq_max_retries for queues that declare none")
-	residentMB := fs.Int64("resident-payload-mb", def.ResidentPayloadBytesMax>>20, "MiB of message payloads kept in memory over all queues; past it, payloads are read back from disk when delivered")
-	snapshotMin := fs.Int("snapshot-entries-min", def.SnapshotEntriesMin, "fewest log entries between two snapshots of a queue partition")
-	handshakeTimeout := fs.Duration("handshake-timeout", def.HandshakeTimeout, "close a connection whose HELLO has not arrived whole by then")
-	authTimeout := fs.Duration("auth-timeout", def.AuthTimeout, "close a session not authenticated this long after HELLO_OK")
-	connectionsMax := fs.Int("max-connections", def.ConnectionsMax, "connections open at once; one more is answered with error 500 and closed")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	pprofAddr := fs.String("pprof-addr", "", "serve Go's pprof profiles on this loopback HOST:PORT (off when empty)")
-	adminListen := fs.String("admin-listen", "127.0.0.1:8081", "HOST:PORT of the admin HTTP listener: GET /healthz, /readyz, /metrics (no auth: keep it on loopback; \"\" disables it; port 0 picks a free one)")
-	var users userFlags
-	fs.Var(&users, "user", "seed a user NAME:PASSWORD while the user store is empty (repeatable); without users, fibril/fibril works from loopback only")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: fibril serve [flags]\n\nRuns the broker on an embedded default: a local data directory, loopback only, no setup.\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	var applyTemporary []func(*broker.Config)
+	cfg, err := config.Load(config.Table(), config.Inputs{Args: args, Environ: os.Environ(), Usage: serveUsage,
+		ExtraFlags: func(fs *flag.FlagSet) {
+			for _, register := range serveTemporaryFlags {
+				applyTemporary = append(applyTemporary, register(fs))
+			}
+		}})
+	if errors.Is(err, config.ErrHelp) {
 		return 2
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintln(os.Stderr, "fibril serve: --log-level:", err)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fibril serve:", err)
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	host, portText, err := net.SplitHostPort(*listen)
-	port, perr := strconv.Atoi(portText)
-	if err != nil || perr != nil || port <= 0 || port > 65535 {
-		fmt.Fprintf(os.Stderr, "fibril serve: --listen %q: want HOST:PORT\n", *listen)
-		return 2
+	switch cfg.PrintConfig {
+	case "text":
+		if err := cfg.Print(os.Stdout); err != nil {
+			return 1
+		}
+		return 0
+	case "json":
+		if err := cfg.PrintJSON(os.Stdout); err != nil {
+			return 1
+		}
+		return 0
 	}
-	cfg := def
-	cfg.DataDir = *dataDir
-	cfg.Logger = logger
-	cfg.Users = users
-	cfg.ReconnectGraceMs = *graceMs
-	cfg.Partition.LeaseMs = *leaseMs
-	cfg.Partition.MaxRetriesDefault = uint32(*maxRetries)
-	if *residentMB < 0 {
-		fmt.Fprintln(os.Stderr, "fibril serve: --resident-payload-mb must not be negative")
-		return 2
+	logger, level := cfg.NewLogger(os.Stderr)
+	logger.Info("configuration", "file", cfg.File, "named_by", cfg.FileFrom,
+		"set", strings.Join(cfg.NonDefault(), "; "))
+	if len(cfg.Ignored) > 0 {
+		logger.Debug("FIBRIL_ variables that are not configuration, ignored", "names", strings.Join(cfg.Ignored, ","))
 	}
-	cfg.ResidentPayloadBytesMax = *residentMB << 20
-	cfg.SnapshotEntriesMin = *snapshotMin
-	cfg.HandshakeTimeout = *handshakeTimeout
-	cfg.AuthTimeout = *authTimeout
-	cfg.ConnectionsMax = *connectionsMax
-	cfg.AdvertiseHost = *advertise
-	if cfg.AdvertiseHost == "" {
-		cfg.AdvertiseHost = host
+	bc := cfg.Broker(broker.DefaultConfig())
+	for _, apply := range applyTemporary {
+		apply(&bc)
+	}
+	bc.Logger = logger
+	listen := cfg.String("broker.listener.bind")
+	// Validated as HOST:PORT with a port from 1 (config.Table).
+	host, portText, _ := net.SplitHostPort(listen)
+	port, _ := strconv.Atoi(portText)
+	bc.AdvertiseHost = cfg.String("broker.listener.advertise")
+	if bc.AdvertiseHost == "" {
+		bc.AdvertiseHost = host
 		if host == "" || host == "0.0.0.0" || host == "::" {
-			cfg.AdvertiseHost, _ = os.Hostname()
+			bc.AdvertiseHost, _ = os.Hostname()
 		}
 	}
-	cfg.AdvertisePort = uint16(port)
-	if *pprofAddr != "" {
-		if err := servePprof(*pprofAddr, logger); err != nil {
-			fmt.Fprintln(os.Stderr, "fibril serve: --pprof-addr:", err)
+	bc.AdvertisePort = uint16(port)
+	if addr := cfg.String("debug.pprof_addr"); addr != "" {
+		if err := servePprof(addr, logger); err != nil {
+			fmt.Fprintln(os.Stderr, "fibril serve: debug.pprof_addr (--pprof-addr):", err)
 			return 2
 		}
 	}
-	return serve(cfg, *listen, port, *tcpTLS, !*noQUIC, *adminListen)
+	// The admin listener gets the live log level and what the broker
+	// started with (GET|PUT /admin/api/log-level, GET /admin/api/startup-config).
+	startup := cfg.Values()
+	withLogControl := func(adm *admin.Server) { adm.SetLogControl(level, startup) }
+	return serve(bc, listen, port, cfg.Bool("tls.enabled"), cfg.Bool("broker.listener.quic"),
+		cfg.String("admin.listener.bind"), withLogControl)
 }
 
 // adminShutdownTimeout bounds how long admin requests in flight may take to
 // finish once the broker has closed.
 const adminShutdownTimeout = 2 * time.Second
 
-func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, adminListen string) int {
+func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, adminListen string, setupAdmin func(*admin.Server)) int {
 	log := cfg.Logger
 	start := time.Now()
 	raiseOpenFilesLimit(log)
@@ -139,6 +134,9 @@ func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, ad
 		if adm, err = admin.Listen(adminListen, log); err != nil {
 			log.Error("cannot start", "err", err)
 			return 1
+		}
+		if setupAdmin != nil {
+			setupAdmin(adm)
 		}
 		log.Info("admin listener", "addr", adm.Addr().String(), "endpoints", "/healthz /readyz /metrics")
 		defer func() {
