@@ -286,14 +286,14 @@ func adminConnectionsCmd() *command {
 			var ans struct {
 				Connections []struct {
 					ID            json.RawMessage `json:"id"`
-					ClientName    string `json:"client_name"`
-					ClientVersion string `json:"client_version"`
-					Transport     string `json:"transport"`
-					TLS           bool   `json:"tls"`
-					Remote        string `json:"remote"`
-					SinceMs       int64  `json:"since_ms"`
-					Dormant       bool   `json:"dormant"`
-					Subscriptions any    `json:"subscriptions"`
+					ClientName    string          `json:"client_name"`
+					ClientVersion string          `json:"client_version"`
+					Transport     string          `json:"transport"`
+					TLS           bool            `json:"tls"`
+					Remote        string          `json:"remote"`
+					SinceMs       int64           `json:"since_ms"`
+					Dormant       bool            `json:"dormant"`
+					Subscriptions any             `json:"subscriptions"`
 				} `json:"connections"`
 			}
 			raw, err := r.getJSON("/admin/api/connections", nil, &ans)

@@ -265,7 +265,9 @@ func queueDeleteCmd() *command {
 	return &command{
 		name: "delete", summary: "delete a queue and its messages (refused while messages are inflight)",
 		args: "<topic>", minArgs: 1, maxArgs: 1,
-		flags: func(fs *flag.FlagSet) { fs.StringVar(&group, "group", "", "queue group (namespace); empty is the default") },
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&group, "group", "", "queue group (namespace); empty is the default")
+		},
 		action: func(r *run) error {
 			raw, err := r.doJSON(http.MethodPost, "/admin/api/queues/delete", nil,
 				map[string]string{"topic": r.args[0], "group": group}, nil)
@@ -287,7 +289,9 @@ func queuePurgeCmd() *command {
 	return &command{
 		name: "purge", summary: "drop every ready message of a queue (the queue stays)",
 		args: "<topic>", minArgs: 1, maxArgs: 1,
-		flags: func(fs *flag.FlagSet) { fs.StringVar(&group, "group", "", "queue group (namespace); empty is the default") },
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&group, "group", "", "queue group (namespace); empty is the default")
+		},
 		action: func(r *run) error {
 			var ans struct {
 				Purged uint64 `json:"purged"`

@@ -341,4 +341,3 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(b)]
 }
-
