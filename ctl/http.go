@@ -139,12 +139,27 @@ func (r *run) call(ctx context.Context, method, path string, query url.Values, b
 		if resp.StatusCode == http.StatusUnauthorized {
 			ae.problem.Message += " (check --username/--password, or $" + envUsername + "/$" + envPassword + ")"
 		}
-		if resp.StatusCode == http.StatusNotFound && ae.problem.Code == "not_found" && strings.Contains(ae.problem.Message, "paths that exist") {
-			ae.problem.Message += " (this broker may be older than this fibrilctl)"
+		code := apiExitCode(resp.StatusCode)
+		if missingEndpoint(resp.StatusCode, ae.problem) {
+			// Not a missing queue or user: the broker lacks the endpoint.
+			code = exitFailed
+			ae.problem.Message += " (this broker does not serve this command: it is older than this fibrilctl)"
 		}
-		return nil, &exitError{code: apiExitCode(resp.StatusCode), err: ae}
+		return nil, &exitError{code: code, err: ae}
 	}
 	return data, nil
+}
+
+// missingEndpoint tells an answer for a route the broker does not have
+// (404 from the catch-all, 405, 501) from a 404 about a named thing.
+func missingEndpoint(status int, p apiProblem) bool {
+	switch status {
+	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return true
+	case http.StatusNotFound:
+		return strings.HasPrefix(p.Message, "no admin endpoint at")
+	}
+	return false
 }
 
 // unreachable wraps a transport failure to the admin listener.
@@ -181,6 +196,9 @@ func (r *run) doJSON(method, path string, query url.Values, body, v any) ([]byte
 
 // printJSON writes raw JSON indented.
 func (r *run) printJSON(raw []byte) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = []byte("{}")
+	}
 	var buf bytes.Buffer
 	if json.Indent(&buf, bytes.TrimSpace(raw), "", "  ") != nil {
 		r.env.Stdout.Write(raw)

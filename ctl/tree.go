@@ -99,10 +99,10 @@ func bashCompletion(root *command, name string) string {
 	fmt.Fprintf(&b, "# bash completion for %s\n%s() {\n", name, fn)
 	b.WriteString("  local cur=\"${COMP_WORDS[COMP_CWORD]}\" path=\"\" w i\n")
 	b.WriteString("  for ((i=1; i<COMP_CWORD; i++)); do w=\"${COMP_WORDS[i]}\"; [[ $w == -* ]] && continue\n")
-	b.WriteString("    case \"$path $w\" in\n")
+	b.WriteString("    case \"${path:+$path }$w\" in\n")
 	walk(root, nil, func(c *command, path []string) {
 		if len(path) > 0 {
-			fmt.Fprintf(&b, "      \"%s\") path=\"%s\";;\n", " "+strings.Join(path, " "), strings.Join(path, " "))
+			fmt.Fprintf(&b, "      \"%s\") path=\"%s\";;\n", strings.Join(path, " "), strings.Join(path, " "))
 		}
 	})
 	b.WriteString("    esac\n  done\n  local words=\"\"\n  case \"$path\" in\n")
