@@ -280,7 +280,7 @@ func TestAdminDLQCommands(t *testing.T) {
 		{name: "dlq redrive", args: []string{"admin", "dlq", "redrive", "dead", "--source-topic", "orders", "--source-group", "g",
 			"--reason", "max_retries", "--from-ms", "10", "--to-ms", "20", "--limit", "5"},
 			exchanges: []exchange{{method: "POST", path: "/admin/api/dlq/redrive",
-				body: `{"dlq_topic":"dead","dlq_group":"","source_topic":"orders","source_group":"g","reason":"max_retries","from_ms":10,"to_ms":20,"limit":5}`,
+				body:   `{"dlq_topic":"dead","dlq_group":"","source_topic":"orders","source_group":"g","reason":"max_retries","from_ms":10,"to_ms":20,"limit":5}`,
 				answer: `{"matched":6,"replayed":5,"skipped":1,"next_offset_hint":42}`}},
 			wantOut: []string{"matched 6, replayed 5, skipped 1", "next offset 42"}},
 		{name: "dlq redrive dry run", args: []string{"admin", "dlq", "redrive", "dead", "--dry-run"},
