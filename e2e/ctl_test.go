@@ -177,6 +177,10 @@ func TestCtlQueueDeclarePublishConsume(t *testing.T) {
 	c.ctl(t, 0, "queue", "publish", "jobs", "--message", "pong")
 	r = c.ctl(t, 1, "queue", "consume", "jobs", "--expect", "ping")
 	mustContain(t, "consume --expect mismatch", r.stderr, `is "pong", expected "ping" (left unacked)`)
+	// Unacked, it comes back once the broker lets go of the closed session
+	// (its reconnect grace, then the lease): wait for it, however long.
+	r = c.ctl(t, 0, "queue", "consume", "jobs", "--expect", "pong", "--timeout-ms", "30000")
+	mustContain(t, "consume after a mismatch", r.stdout, "jobs/default partition 0 offset 0: pong")
 
 	// Groups are separate namespaces; QUIC reaches the same queues; `fibril
 	// ctl` is the same program.
