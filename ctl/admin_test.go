@@ -40,6 +40,8 @@ type apiCase struct {
 	wantErr   []string // substrings of stderr
 	// user and password the requests must carry (default fibril/fibril).
 	user, password string
+	// terminalPassword, when set, makes stdin a terminal that types it.
+	terminalPassword string
 }
 
 // fakeAPI serves the exchanges in order and records what went wrong.
@@ -102,11 +104,21 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func runCtl(t *testing.T, args []string, stdin string, env map[string]string) (int, string, string) {
 	t.Helper()
+	return runCtlTerminal(t, args, stdin, env, "")
+}
+
+// runCtlTerminal is runCtl with stdin a terminal typing terminalPassword
+// when that is not empty.
+func runCtlTerminal(t *testing.T, args []string, stdin string, env map[string]string, terminalPassword string) (int, string, string) {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := Main("fibrilctl", args, Env{
 		Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr,
 		Getenv:          func(k string) string { return env[k] },
-		StdinIsTerminal: func() bool { return false },
+		StdinIsTerminal: func() bool { return terminalPassword != "" },
+		ReadPasswordNoEcho: func() (string, bool, error) {
+			return terminalPassword, true, nil
+		},
 	})
 	return code, stdout.String(), stderr.String()
 }
@@ -119,7 +131,7 @@ func (c apiCase) run(t *testing.T) {
 	}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	code, stdout, stderr := runCtl(t, append(c.args, "--admin", srv.URL), c.stdin, c.env)
+	code, stdout, stderr := runCtlTerminal(t, append(c.args, "--admin", srv.URL), c.stdin, c.env, c.terminalPassword)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, p := range f.problems {
@@ -365,6 +377,11 @@ func TestUserCommands(t *testing.T) {
 		{name: "add an existing user", args: []string{"user", "add", "alice", "--user-password", "pw"},
 			exchanges: []exchange{{method: "GET", path: "/admin/api/users", answer: users}},
 			wantExit:  exitConflict, wantErr: []string{"user passwd alice"}},
+		{name: "add with the password typed at a prompt", args: []string{"user", "add", "bob"}, terminalPassword: "typed",
+			exchanges: []exchange{
+				{method: "GET", path: "/admin/api/users", answer: users},
+				{method: "POST", path: "/admin/api/users", body: `{"name":"bob","password":"typed"}`, status: 201, answer: `{"name":"bob","created":true}`}},
+			wantOut: []string{"added user bob"}, wantErr: []string{"new password: "}},
 		{name: "add without a password", args: []string{"user", "add", "bob"}, wantExit: exitUsage, wantErr: []string{"--user-password -"}},
 		{name: "passwd from stdin", args: []string{"user", "passwd", "alice", "--user-password", "-"}, stdin: "from stdin\n",
 			exchanges: []exchange{

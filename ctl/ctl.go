@@ -72,6 +72,9 @@ type Env struct {
 	// StdinIsTerminal reports whether Stdin is a terminal (a password is then
 	// prompted for).
 	StdinIsTerminal func() bool
+	// ReadPasswordNoEcho, when set, reads a line from the terminal with echo
+	// off; ok false means it could not, and the line is read with echo.
+	ReadPasswordNoEcho func() (password string, ok bool, err error)
 }
 
 // run is what one command invocation sees.

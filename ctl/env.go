@@ -10,5 +10,6 @@ func OSEnv() Env {
 			info, err := os.Stdin.Stat()
 			return err == nil && info.Mode()&os.ModeCharDevice != 0
 		},
+		ReadPasswordNoEcho: func() (string, bool, error) { return readPasswordNoEcho(os.Stdin) },
 	}
 }

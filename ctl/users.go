@@ -5,7 +5,7 @@ package ctl
 // Invariants:
 //   - A password is never taken from an argument position: --user-password P,
 //     --user-password - (one line from stdin), or a prompt when stdin is a
-//     terminal; with none of those the command refuses (exit 2) rather than
+//     terminal (without echo where the terminal allows); with none of those the command refuses (exit 2) rather than
 //     create a user with an empty password.
 //   - add refuses an existing user (exit 4) and passwd a missing one (exit 3):
 //     the API's POST does both (add or change), so the command checks the list
@@ -54,7 +54,21 @@ func (r *run) readPassword(flagValue string, given bool) (string, error) {
 		return flagValue, nil
 	case given: // "-": read one line from stdin
 	case r.env.StdinIsTerminal != nil && r.env.StdinIsTerminal():
-		fmt.Fprint(r.env.Stderr, "new password (echoed; prefer --user-password -): ")
+		if r.env.ReadPasswordNoEcho != nil {
+			fmt.Fprint(r.env.Stderr, "new password: ")
+			pw, ok, err := r.env.ReadPasswordNoEcho()
+			if ok {
+				fmt.Fprintln(r.env.Stderr)
+				if err != nil {
+					return "", fail(exitUsage, "reading the password: %v", err)
+				}
+				if pw == "" {
+					return "", fail(exitUsage, "the password is empty")
+				}
+				return pw, nil
+			}
+		}
+		fmt.Fprint(r.env.Stderr, "new password (echoed): ")
 	default:
 		return "", &usageError{cmd: r.cmd, msg: "give --user-password P, or --user-password - to read it from stdin"}
 	}
