@@ -91,10 +91,10 @@ type ctlTarget struct {
 }
 
 // startCtlServer starts a broker with its admin listener on a free port.
-func startCtlServer(t *testing.T) ctlTarget {
+func startCtlServer(t *testing.T, extra ...string) ctlTarget {
 	t.Helper()
 	adminAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	s := startServer(t, t.TempDir(), "--admin-listen", adminAddr)
+	s := startServer(t, t.TempDir(), append([]string{"--admin-listen", adminAddr}, extra...)...)
 	base := "http://" + adminAddr
 	eventually(t, 5000, 20, func() bool { status, _ := adminGet(t, base, "/readyz"); return status == 200 })
 	return ctlTarget{s: s, adminURL: base}
@@ -193,10 +193,12 @@ func TestCtlQueueDeclarePublishConsume(t *testing.T) {
 	mustContain(t, "fibril ctl consume", r.stdout, "orders/eu partition 0 offset 0: bonjour")
 }
 
-// ctlAdminCase is one admin command against a live broker. setup, when set,
-// runs first (publishes, declares).
+// ctlAdminCase is one admin command against a live broker.
 type ctlAdminCase struct {
-	name     string
+	name string
+	// setup are fibrilctl commands run first, each expected to exit 0
+	// (declares, publishes the command then looks at).
+	setup    [][]string
 	args     []string
 	wantExit int
 	wantOut  []string // substrings of stdout
@@ -209,7 +211,8 @@ type ctlAdminCase struct {
 // ctlAdminCases are the admin commands whose endpoints exist on main. After
 // a merge brings more endpoints, add their rows here.
 var ctlAdminCases = []ctlAdminCase{
-	{name: "audit table", args: []string{"admin", "audit"}, wantOut: []string{"SEQ", "ACTION"}},
+	{name: "audit table", setup: [][]string{{"queue", "declare", "audited"}},
+		args: []string{"admin", "audit"}, wantOut: []string{"SEQ", "ACTION"}},
 	{name: "audit json", args: []string{"admin", "audit", "--limit", "5", "--json"},
 		wantJSON: func(t *testing.T, v map[string]any) {
 			if _, ok := v["entries"].([]any); !ok {
@@ -224,6 +227,9 @@ func TestCtlAdminCommands(t *testing.T) {
 	c := startCtlServer(t)
 	for _, tc := range ctlAdminCases {
 		t.Run(tc.name, func(t *testing.T) {
+			for _, args := range tc.setup {
+				c.ctl(t, 0, args...)
+			}
 			r := c.ctl(t, tc.wantExit, tc.args...)
 			mustContain(t, "stdout", r.stdout, tc.wantOut...)
 			mustContain(t, "stderr", r.stderr, tc.wantErr...)
@@ -377,5 +383,29 @@ func TestCtlHelpAndCompletion(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(out)) != "declare delete" {
 			t.Fatalf("bash completes 'queue de' to %q (%v)", out, err)
 		}
+	}
+}
+
+// TLS on TCP: --tls with the local trust file, with --ca-file alone, and
+// the guided failures without either.
+func TestCtlTLS(t *testing.T) {
+	c := startCtlServer(t, "--tcp-tls")
+	caFile := filepath.Join(c.s.dataDir, "tls", "ca.pem")
+	c.ctl(t, 0, "--tls", "queue", "publish", "secure", "--message", "over tls")
+	r := c.ctl(t, 2, "queue", "publish", "secure", "--message", "plaintext")
+	mustContain(t, "plaintext to a TLS port", r.stderr, "requires TLS: pass --tls")
+
+	// Without the local trust file (another user's config dir), the CA file
+	// is what makes the broker trusted.
+	noTrust := []string{"XDG_CONFIG_HOME=" + t.TempDir()}
+	base := []string{"--broker", c.s.addr()}
+	r = runCtlArgs(t, noTrust, "", fibrilctlBin(t), append(base, "--tls", "queue", "consume", "secure", "--expect", "over tls")...)
+	if r.code != 6 {
+		t.Fatalf("--tls with no trust: exit %d, want 6\n%s", r.code, r.stderr)
+	}
+	mustContain(t, "untrusted", r.stderr, "--ca-file")
+	r = runCtlArgs(t, noTrust, "", fibrilctlBin(t), append(base, "--tls", "--ca-file", caFile, "queue", "consume", "secure", "--expect", "over tls")...)
+	if r.code != 0 {
+		t.Fatalf("--tls --ca-file: exit %d\n%s", r.code, r.stderr)
 	}
 }
