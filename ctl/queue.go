@@ -300,6 +300,10 @@ func queueConsumeCmd() *command {
 				m := consumedMessage{Topic: d.Topic, Group: d.Group, Partition: d.Partition, Offset: d.Offset,
 					Retries: d.Retries, Headers: d.Headers, Text: d.Text()}
 				got = append(got, m)
+				if !r.g.json.value {
+					// Human output streams: a long consume shows progress.
+					r.out("%s partition %d offset %d: %s\n", queueName(m.Topic, m.Group), m.Partition, m.Offset, m.Text)
+				}
 				if r.isSet("expect") && m.Text != expect {
 					r.printConsumed(got)
 					return fail(exitFailed, "message at partition %d offset %d is %q, expected %q (left unacked)", m.Partition, m.Offset, m.Text, expect)
@@ -315,15 +319,14 @@ func queueConsumeCmd() *command {
 	}
 }
 
+// printConsumed prints what consume received, as JSON (the human lines
+// were printed as the messages arrived).
 func (r *run) printConsumed(got []consumedMessage) {
-	if r.g.json.value {
-		if got == nil {
-			got = []consumedMessage{}
-		}
-		r.printValue(map[string]any{"messages": got})
+	if !r.g.json.value {
 		return
 	}
-	for _, m := range got {
-		r.out("%s partition %d offset %d: %s\n", queueName(m.Topic, m.Group), m.Partition, m.Offset, m.Text)
+	if got == nil {
+		got = []consumedMessage{}
 	}
+	r.printValue(map[string]any{"messages": got})
 }
