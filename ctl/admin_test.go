@@ -7,11 +7,14 @@ package ctl
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -421,5 +424,38 @@ func TestAdminUnreachable(t *testing.T) {
 	code, _, stderr := runCtl(t, []string{"admin", "queues", "--admin", base}, "", nil)
 	if code != exitUnreachable || !strings.Contains(stderr, "cannot reach the admin API") {
 		t.Fatalf("exit %d, stderr %q; want %d", code, stderr, exitUnreachable)
+	}
+}
+
+func TestAdminRedirectIsReported(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "https://broker.example:8443"+r.URL.Path, http.StatusMovedPermanently)
+	}))
+	defer srv.Close()
+	code, _, stderr := runCtl(t, []string{"queue", "purge", "orders", "--admin", srv.URL}, "", nil)
+	if code != exitUsage || !strings.Contains(stderr, "pass --admin https://broker.example:8443") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// An https admin URL is trusted through --ca-file (and, on loopback, the
+// local trust file of --broker's port, which certs tests).
+func TestAdminHTTPS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"entries":[]}`)
+	}))
+	defer srv.Close()
+	code, _, stderr := runCtl(t, []string{"admin", "audit", "--admin", srv.URL, "--broker", "192.0.2.1:9876"}, "", nil)
+	if code != exitUnreachable || !strings.Contains(stderr, "--ca-file") {
+		t.Fatalf("an untrusted certificate: exit %d, stderr %q", code, stderr)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(caFile, pemBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCtl(t, []string{"admin", "audit", "--admin", srv.URL, "--ca-file", caFile}, "", nil)
+	if code != 0 || !strings.Contains(stdout, "SEQ") {
+		t.Fatalf("with --ca-file: exit %d, %s%s", code, stdout, stderr)
 	}
 }

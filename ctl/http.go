@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"strings"
 
+	transportpkg "github.com/fibril-go/fibril/transport"
 	"github.com/fibril-go/fibril/transport/certs"
 )
 
@@ -73,22 +74,41 @@ func apiExitCode(status int) int {
 	return exitFailed
 }
 
-// httpClient builds the admin HTTP client, trusting --ca-file or the pin for
-// an https URL.
+// httpClient builds the admin HTTP client. For https it trusts --ca-file or
+// --pin-sha256; without them, a loopback admin URL also trusts the CA the
+// broker at --broker published for local clients (the admin listener serves
+// the same material), else the OS roots. Redirects are not followed: a
+// redirect (http to https) is reported with the URL to use, since following
+// one would turn a POST into a GET.
 func (r *run) httpClient() (*http.Client, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	if strings.HasPrefix(r.g.admin.value, "https:") {
-		conf, err := certs.ClientTLSConfig(certs.TrustOptions{
-			CAFile:       r.g.caFile.value,
-			PinnedSHA256: r.g.pin.value,
-			ServerName:   r.g.serverName.value,
-		})
-		if err != nil {
-			return nil, fail(exitUsage, "TLS options: %v", err)
-		}
-		transport.TLSClientConfig = conf
+	trust := certs.TrustOptions{
+		CAFile:       r.g.caFile.value,
+		PinnedSHA256: r.g.pin.value,
+		ServerName:   r.g.serverName.value,
 	}
-	return &http.Client{Transport: transport, Timeout: r.g.timeout}, nil
+	conf, err := certs.ClientTLSConfig(trust)
+	if u, perr := url.Parse(r.g.admin.value); perr == nil && transportpkg.IsLoopbackHost(u.Hostname()) {
+		conf, err = certs.ClientTLSConfigFor(r.g.broker.value, trust)
+	}
+	if err != nil {
+		return nil, fail(exitUsage, "TLS options: %v", err)
+	}
+	transport.TLSClientConfig = conf
+	return &http.Client{
+		Transport: transport,
+		Timeout:   r.g.timeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			return &redirectError{to: req.URL}
+		},
+	}, nil
+}
+
+// redirectError: the admin API answered with a redirect.
+type redirectError struct{ to *url.URL }
+
+func (e *redirectError) Error() string {
+	return "the admin API redirects to " + e.to.String()
 }
 
 // call sends method path (with query) and body (nil for none) to the admin
@@ -121,6 +141,12 @@ func (r *run) call(ctx context.Context, method, path string, query url.Values, b
 	req.SetBasicAuth(r.g.username.value, r.g.password.value)
 	resp, err := hc.Do(req)
 	if err != nil {
+		var re *redirectError
+		if errors.As(err, &re) {
+			base := *re.to
+			base.Path, base.RawQuery = "", ""
+			return nil, fail(exitUsage, "%v: pass --admin %s", re, base.String())
+		}
 		return nil, unreachable(r.g.admin.value, err)
 	}
 	defer resp.Body.Close()
