@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -120,7 +121,10 @@ func queueDeclareCmd() *command {
 				cfg.PartitionCount(uint32(partitions))
 			}
 			if r.isSet("max-retries") {
-				cfg.DlqMaxRetries(uint32(min(maxRetries, 1<<31)))
+				if maxRetries > math.MaxUint32 {
+					return &usageError{cmd: r.cmd, msg: "--max-retries is over 4294967295"}
+				}
+				cfg.DlqMaxRetries(uint32(maxRetries))
 			}
 			if (dlqTopic != "" || dlqGroup != "") && dlq != "custom" {
 				if r.isSet("dlq") {
