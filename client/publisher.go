@@ -232,6 +232,9 @@ func (cf *Confirmation) Wait(ctx context.Context) (uint64, error) {
 	return cf.offset, cf.err
 }
 
+// Partition is the partition the publish was routed to.
+func (cf *Confirmation) Partition() uint32 { return cf.out.partition() }
+
 // settle records the outcome of a reply, or resends after a REDIRECT.
 func (cf *Confirmation) settle(ctx context.Context, r reply) {
 	finish := func(offset uint64, err error) { cf.done, cf.offset, cf.err = true, offset, err }
