@@ -80,6 +80,7 @@ func (h *Host) browse(m *BrowseMessages) *MessagesPage {
 		item := BrowseItem{MessageView: v, Live: live}
 		cost := 0
 		if live {
+			item.PayloadLen = uint32(payloadLen(v.Body))
 			cost = headerBytes(v.Body)
 			if m.Payload {
 				item.PreviewBytes = uint32(min(uint64(preview), uint64(payloadLen(v.Body))))

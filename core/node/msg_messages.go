@@ -141,7 +141,9 @@ type MessagesPage struct {
 type BrowseItem struct {
 	core.MessageView
 	Live bool
-	// PreviewBytes is how much of the payload the answer carries.
+	// PayloadLen is the whole payload's length (in memory or stored);
+	// PreviewBytes how much of it the answer carries.
+	PayloadLen   uint32
 	PreviewBytes uint32
 }
 
