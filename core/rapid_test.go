@@ -142,6 +142,8 @@ func (mc *machine) checkReplies(t *rapid.T, replies []Reply) {
 				t.Fatalf("offset %d confirmed before durable (index %d, durable %d)", r.Offset, x.publishIndex, mc.m.durable)
 			}
 			x.confirmed = true
+		case ReplyCompleted:
+			mc.checkCompleted(t, r) // operator_test.go
 		}
 	}
 	if !slices.Equal(gotErrors, mc.wantErrors) {
@@ -223,6 +225,8 @@ func (mc *machine) applyInputToModel(in Input) {
 	case *DeadLetterDone:
 		x := m.msgs[in.Offset]
 		x.state, x.settleKind = mSettled, SettledDeadLettered
+	case *Complete:
+		mc.modelComplete(in) // operator_test.go
 	}
 }
 
@@ -511,6 +515,9 @@ func TestPartitionAgainstModel(t *testing.T) {
 				mc.step(t, &Persisted{NowMs: mc.clockMs, UpToIndex: upTo})
 			},
 			"restart": func(t *rapid.T) { mc.restart(t) },
+			// Operator requests (operator_test.go).
+			"complete": func(t *rapid.T) { mc.step(t, mc.drawComplete(t)) },
+			"browse":   func(t *rapid.T) { mc.checkBrowse(t) },
 			"spill":   func(t *rapid.T) { mc.spill(t) },
 			"declare": func(t *rapid.T) {
 				in := &Declare{NowMs: mc.clockMs}
