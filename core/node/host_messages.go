@@ -33,6 +33,12 @@ func (h *Host) onOperator(from Address, msg Message) {
 		h.send(m.ReplyTo, h.scanDeadLetters(m))
 	case *OperatorPublish:
 		assertHold(m.ReplyTo.Kind == AddrAdmin && m.Body != nil, "an operator publish has a body and a waiter")
+		if m.Body.IsStored() {
+			// The driver reads a replayed copy back before it leaves the
+			// DLQ's partition; a ref of another log cannot go into this one.
+			h.send(m.ReplyTo, &OperatorPublished{Queue: h.queue, Err: core.ErrDeadLetterUnresolved})
+			return
+		}
 		ref := h.newRef(hostRef{kind: refAdminPublish, token: m.ReplyTo.Request})
 		// Confirm: answered once durable (the ref stays until then).
 		h.stepCore(&core.Publish{NowMs: h.nowMs, Ref: ref, Confirm: true, Body: m.Body})

@@ -242,7 +242,10 @@ func (r *Replay) finish(done bool) {
 	r.res.Done = done
 	r.res.NextPartition, r.res.NextOffset = r.partition, r.from
 	if r.pagedOut && !done {
+		// The limit was reached exactly at a partition's end: go on from
+		// the next one, or nowhere when it was the last.
 		r.res.NextPartition, r.res.NextOffset = r.partition+1, 0
+		r.res.Done = r.partition+1 >= r.partitions
 	}
 }
 

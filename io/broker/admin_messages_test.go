@@ -48,9 +48,12 @@ func TestRedriveCutShortDuplicatesNeverLoses(t *testing.T) {
 	for range 3 {
 		p.nack("work", 0, false, wire.Optional[uint64]{}, p.deliver().DeliveryTag)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(browseLive(t, b, "work-dlq")) != 3; {
+	// Both sides settled: the copies stored and the sources' completions
+	// (which follow the copies' confirms) durable (the counter counts
+	// durable settlements); else a restart sends the copies again.
+	for deadline := time.Now().Add(10 * time.Second); len(browseLive(t, b, "work-dlq")) != 3 || b.Counters().DeadLettered != 3; {
 		if time.Now().After(deadline) {
-			t.Fatal("the three dead letters never reached work-dlq")
+			t.Fatal("the three dead letters never settled into work-dlq")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
