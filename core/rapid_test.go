@@ -518,7 +518,7 @@ func TestPartitionAgainstModel(t *testing.T) {
 			// Operator requests (operator_test.go).
 			"complete": func(t *rapid.T) { mc.step(t, mc.drawComplete(t)) },
 			"browse":   func(t *rapid.T) { mc.checkBrowse(t) },
-			"spill":   func(t *rapid.T) { mc.spill(t) },
+			"spill":    func(t *rapid.T) { mc.spill(t) },
 			"declare": func(t *rapid.T) {
 				in := &Declare{NowMs: mc.clockMs}
 				if rapid.Bool().Draw(t, "policy?") {

@@ -290,7 +290,6 @@ func deref(s *string) string {
 	return *s
 }
 
-
 // Payloads that left memory (a blob file read back on demand): a browse
 // previews the stored bytes and a replay republishes the whole payload,
 // across a restart too (the partitions load again from the log).
