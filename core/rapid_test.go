@@ -515,10 +515,12 @@ func TestPartitionAgainstModel(t *testing.T) {
 				mc.step(t, &Persisted{NowMs: mc.clockMs, UpToIndex: upTo})
 			},
 			"restart": func(t *rapid.T) { mc.restart(t) },
+			"spill":   func(t *rapid.T) { mc.spill(t) },
+
 			// Operator requests (operator_test.go).
 			"complete": func(t *rapid.T) { mc.step(t, mc.drawComplete(t)) },
 			"browse":   func(t *rapid.T) { mc.checkBrowse(t) },
-			"spill":    func(t *rapid.T) { mc.spill(t) },
+
 			"declare": func(t *rapid.T) {
 				in := &Declare{NowMs: mc.clockMs}
 				if rapid.Bool().Draw(t, "policy?") {
