@@ -200,6 +200,9 @@ func TestAdminMessagesBrowseReplayRedrive(t *testing.T) {
 	if r := post(map[string]any{"dlq_topic": "orders-dlq", "reason": "terminal_nack", "dry_run": true}); r.Matched != 3 || r.Replayed != 0 {
 		t.Fatalf("dry run %+v, want 3 matched, none replayed", r)
 	}
+	if r := post(map[string]any{"dlq_topic": "orders-dlq", "from_offset": 1000}); r.Matched != 0 || r.Next != nil {
+		t.Fatalf("a redrive from beyond the end %+v", r)
+	}
 	if r := post(map[string]any{"dlq_topic": "orders-dlq", "from_ms": nowMs + 3_600_000}); r.Matched != 0 {
 		t.Fatalf("a range in the future matched %+v", r)
 	}

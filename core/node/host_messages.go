@@ -143,6 +143,9 @@ func (h *Host) scanDeadLetters(m *ScanDeadLetters) *DeadLetterReads {
 		out.Items = append(out.Items, read)
 		return true
 	})
+	// A scan from beyond the end (an operator's from_offset) is at its end
+	// there: Next never goes back behind what was asked.
+	out.Next = max(out.Next, m.From)
 	out.Done = out.Next >= h.p.NextOffset()
 	assertHold(len(out.Items) <= limit, "a scan page holds at most its limit")
 	return out

@@ -311,8 +311,13 @@ func TestRedriveAndReplayAgainstAModel(t *testing.T) {
 			if limit == 0 {
 				limit = RedriveLimitMax
 			}
+			// From an offset of partition 0, perhaps beyond its end.
+			plan.From = uint64(rapid.IntRange(0, len(byPart[0])+2).Draw(rt, "fromOffset"))
 			for p := uint32(0); p < dlqParts; p++ {
-				for _, i := range byPart[p] {
+				for off, i := range byPart[p] {
+					if p == 0 && uint64(off) < plan.From {
+						continue
+					}
 					c := copies[i]
 					info := core.DeadLetterInfo{Source: core.DLQTarget{Topic: c.source}, Reason: c.reason, DeadLetteredMs: c.atMs}
 					if !c.consumed && c.source != "" && plan.Filter.Matches(info) && len(asked) < limit {
