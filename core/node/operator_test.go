@@ -401,3 +401,47 @@ func TestRedriveAndReplayAgainstAModel(t *testing.T) {
 		}
 	})
 }
+
+// A page stops before the item that would carry its header and preview
+// bytes past BrowseAnswerBytesMax (the first item always goes), and the
+// next page goes on from there.
+func TestBrowsePageIsBoundedInBytes(t *testing.T) {
+	d := newOpDriver(t)
+	d.declare("big", 1)
+	payload := make([]byte, BrowsePreviewBytesMax)
+	const n = 10 // 10 MiB of previews: more than one page's budget
+	for range n {
+		d.session(PartitionAddr(qid("big", 0)), &Request{Input: &core.Publish{Body: &core.Body{Payload: payload}}})
+	}
+	ask := &BrowseMessages{Topic: "big", Limit: BrowseItemsMax, States: BrowseActive, Payload: true, PreviewBytes: BrowsePreviewBytesMax}
+	var pages [][]uint64
+	for from := uint64(0); from < n; {
+		q := *ask
+		q.From = from
+		page := d.call(&q).(*MessagesPage)
+		bytes := 0
+		var offs []uint64
+		for _, it := range page.Items {
+			bytes += int(it.PreviewBytes)
+			offs = append(offs, it.Offset)
+		}
+		if bytes > BrowseAnswerBytesMax || len(offs) == 0 || page.Next != offs[len(offs)-1]+1 {
+			t.Fatalf("page from %d: %d bytes, offsets %v, next %d", from, bytes, offs, page.Next)
+		}
+		pages, from = append(pages, offs), page.Next
+	}
+	want := BrowseAnswerBytesMax / BrowsePreviewBytesMax
+	if len(pages) != 2 || len(pages[0]) != want || len(pages[1]) != n-want {
+		t.Fatalf("pages %v, want %d then %d items", pages, want, n-want)
+	}
+	// A preview past its cap is cut to it; none without Payload.
+	q := *ask
+	q.PreviewBytes, q.Limit = BrowsePreviewBytesMax*2, 1
+	if it := d.call(&q).(*MessagesPage).Items[0]; it.PreviewBytes != BrowsePreviewBytesMax || it.PayloadLen != BrowsePreviewBytesMax {
+		t.Fatalf("an oversized preview: %+v", it.PreviewBytes)
+	}
+	q.Payload = false
+	if it := d.call(&q).(*MessagesPage).Items[0]; it.PreviewBytes != 0 {
+		t.Fatalf("a preview without Payload: %d bytes", it.PreviewBytes)
+	}
+}
