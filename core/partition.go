@@ -157,6 +157,8 @@ func (p *Partition) Step(in Input) *Ready {
 		p.onPauseSubscription(in)
 	case *SetOwner:
 		p.onSetOwner(in)
+	case *Complete:
+		p.onComplete(in) // operator.go
 	default:
 		panic("fibril/core invariant violated: unknown input type")
 	}

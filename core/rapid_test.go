@@ -142,6 +142,8 @@ func (mc *machine) checkReplies(t *rapid.T, replies []Reply) {
 				t.Fatalf("offset %d confirmed before durable (index %d, durable %d)", r.Offset, x.publishIndex, mc.m.durable)
 			}
 			x.confirmed = true
+		case ReplyCompleted:
+			mc.checkCompleted(t, r) // operator_test.go
 		}
 	}
 	if !slices.Equal(gotErrors, mc.wantErrors) {
@@ -223,6 +225,8 @@ func (mc *machine) applyInputToModel(in Input) {
 	case *DeadLetterDone:
 		x := m.msgs[in.Offset]
 		x.state, x.settleKind = mSettled, SettledDeadLettered
+	case *Complete:
+		mc.modelComplete(in) // operator_test.go
 	}
 }
 
@@ -512,6 +516,11 @@ func TestPartitionAgainstModel(t *testing.T) {
 			},
 			"restart": func(t *rapid.T) { mc.restart(t) },
 			"spill":   func(t *rapid.T) { mc.spill(t) },
+
+			// Operator requests (operator_test.go).
+			"complete": func(t *rapid.T) { mc.step(t, mc.drawComplete(t)) },
+			"browse":   func(t *rapid.T) { mc.checkBrowse(t) },
+
 			"declare": func(t *rapid.T) {
 				in := &Declare{NowMs: mc.clockMs}
 				if rapid.Bool().Draw(t, "policy?") {

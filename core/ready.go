@@ -39,6 +39,7 @@ const (
 	ReplySubscribed   ReplyKind = 3
 	ReplyGlobalDLQ    ReplyKind = 4 // durable
 	ReplyUnsubscribed ReplyKind = 5
+	ReplyCompleted    ReplyKind = 6 // durable; an operator's Complete (operator.go)
 )
 
 // Reply answers the input that carried Ref.

@@ -470,7 +470,7 @@ func (b *Broker) arrive(env node.Envelope) {
 			return
 		}
 	case node.AddrAdmin:
-		if b.operator != nil {
+		if b.operator != nil && b.resolveOperator(env) { // operator.go
 			b.operator(env, false)
 		}
 		return

@@ -22,6 +22,9 @@ type Options struct {
 	// SkipCheck skips the checker in RunChecked (measuring the simulator
 	// alone); a run that aborts still reports through Result.Aborted.
 	SkipCheck bool
+	// Inspect runs a read-only operator during the safety phase: browses
+	// and dry-run redrives through AdminAddr requests (operator.go).
+	Inspect bool
 }
 
 // Result is one run: its history, trace hash and counters.
@@ -126,7 +129,7 @@ func trimStack(stack []byte) string {
 
 func newWorld(sc *Scenario, seed uint64, opts Options) *World {
 	w := &World{scenario: sc, seed: seed, swarm: opts.Swarm, rng: NewRand(seed),
-		checkInvariants: opts.CheckInvariants, wrapFn: opts.Wrap, phase: phaseSafety}
+		checkInvariants: opts.CheckInvariants, wrapFn: opts.Wrap, phase: phaseSafety, inspect: opts.Inspect}
 	w.rec = newRecorder(w)
 	faultRng := w.rng.Fork()
 	w.safetyFaults = sc.Faults
@@ -221,5 +224,8 @@ func (w *World) addUp(res *Result) {
 		st.Spills += b.stats.Spills
 		st.Steps += b.stats.Steps
 		st.Snapshots += b.stats.Snapshots
+	}
+	if in := w.inspector; in != nil {
+		st.OperatorRequests, st.OperatorAnswers, st.OperatorLost = uint64(in.sent), uint64(in.answered), uint64(in.lost)
 	}
 }

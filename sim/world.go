@@ -53,6 +53,8 @@ type World struct {
 	stopped         bool
 	aborted         string
 	quiescent       bool
+	inspect         bool       // Options.Inspect
+	inspector       *inspector // operator.go
 
 	fabric         *Fabric
 	brokers        []*Broker
@@ -86,6 +88,9 @@ type RunStats struct {
 	// hand-overs after a member left (checker.RebalanceTimes).
 	Notices    uint64
 	Rebalances []checker.Rebalance
+	// The inspector's requests sent, answered, and lost with a crash
+	// (Options.Inspect, operator.go).
+	OperatorRequests, OperatorAnswers, OperatorLost uint64
 }
 
 func (w *World) at(atMs int64, run func()) {

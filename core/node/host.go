@@ -273,6 +273,8 @@ func (h *Host) routeReply(r *core.Reply) {
 	switch ref.kind {
 	case refSession:
 		h.answers.add(ref.session, ref.token, r)
+	case refAdminPublish, refAdminComplete:
+		h.routeOperatorReply(ref, r) // host_messages.go
 	case refDeadLetter:
 		dl := ref.deadLetter
 		assertHold(dl.source != h.queue, "a queue never stores its own dead letters")
@@ -319,7 +321,7 @@ type deliveriesWithOne struct {
 // newRef files who waits under a fresh Ref. Refs are the Host's own, so a
 // session's tokens never reach the core and two sessions' tokens never clash.
 func (h *Host) newRef(ref hostRef) uint64 {
-	assertHold(ref.kind == refSession || ref.kind == refDeadLetter, "a reference says who waits")
+	assertHold(ref.kind >= refSession && ref.kind <= refAdminComplete, "a reference says who waits")
 	assertHold((ref.kind == refDeadLetter) == (ref.deadLetter != nil), "a dead-letter reference, and only one, names its source")
 	// Refs only grow and are never reused within this Host: a late reply for a
 	// forgotten Ref finds nothing instead of answering a newer request.
@@ -356,6 +358,8 @@ func (h *Host) onDeliver(env Envelope) {
 		if msg.Seq != 0 {
 			h.send(NodeAddr(), &SettingsApplied{Seq: msg.Seq})
 		}
+	case *BrowseMessages, *ReadDeadLetters, *ScanDeadLetters, *OperatorPublish, *CompleteMessage:
+		h.onOperator(env.From, msg) // host_messages.go
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: a Host takes no %T envelope", msg))
 	}
@@ -438,6 +442,8 @@ func (h *Host) onBounced(env Envelope) {
 	case *DeadLetterStored, *DeadLetterFailed:
 		// The source partition is gone; it resends its pending copies when
 		// it loads again.
+	case *MessagesPage, *DeadLetterReads, *OperatorPublished, *Completed:
+		// An operator address never bounces; nothing waits for it here.
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: a Host never sent a %T", msg))
 	}

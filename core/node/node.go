@@ -172,6 +172,7 @@ type opener struct {
 	session   Address // an Open
 	token     uint64
 	forward   *forward // a dead-letter copy
+	admin     Message  // an operator request to relay (node_messages.go)
 }
 
 type forward struct {
@@ -395,6 +396,9 @@ func (n *Node) onDeliver(in *Deliver) {
 		n.onCohortJoin(from, msg)
 	case *CohortLeave:
 		n.onCohortLeave(from, msg)
+	case *BrowseMessages, *ReadDeadLetters, *ScanDeadLetters, *OperatorPublish, *CompleteMessage,
+		*SetQueueDLQ, *QueueSettingsOf:
+		n.onOperatorRequest(from, msg) // node_messages.go
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T envelope", msg))
 	}
@@ -411,6 +415,12 @@ func (n *Node) onBounced(in *Bounced) {
 		n.send(PartitionAddr(msg.Source), &DeadLetterFailed{Offset: msg.Offset, Err: core.ErrPartitionLoadFailed})
 	case *DeclareSettings:
 		n.onSettingsBounced(in.Envelope.To.Queue, msg)
+	case *BrowseMessages, *ReadDeadLetters, *ScanDeadLetters, *OperatorPublish, *CompleteMessage:
+		// The partition went away between its load and the relay: the
+		// operator is told, and may ask again (which loads it).
+		n.refuseOperator(msg, core.ErrPartitionLoadFailed)
+	case *OperatorRefused, *QueueSettings:
+		// An operator address never bounces; nothing waits here anyway.
 	case *Opened, *Declared, *ShuttingDown, *DeadLetterFailed, *CohortJoined, *AssignmentNotice, *SetOwner:
 		// CohortJoined, AssignmentNotice: the session ended (its
 		// SessionEnded cleans its cohorts up). SetOwner: the partition was

@@ -194,6 +194,10 @@ func (n *Node) partitionConfig(id core.QueueID) core.Config {
 func (n *Node) openerReady(id core.QueueID, partitions uint32, o opener) {
 	assertHold(n.partitions[id] != nil && n.partitions[id].loaded, "an opener is answered from a loaded partition")
 	assertHold(id.Partition < partitions, "an opened partition is in range")
+	if o.admin != nil {
+		n.relayOperator(id, partitions, o.admin) // node_messages.go
+		return
+	}
 	if o.forward == nil {
 		// A session's Open gets Opened; a forward's "open" is the copy itself,
 		// stored in the target and counted out of forwardsWaiting.
@@ -206,6 +210,10 @@ func (n *Node) openerReady(id core.QueueID, partitions uint32, o opener) {
 
 // failOpener answers o with err.
 func (n *Node) failOpener(key queueKey, o opener, err *core.Error) {
+	if o.admin != nil {
+		n.refuseOperator(o.admin, err) // node_messages.go
+		return
+	}
 	if o.forward == nil {
 		id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: o.partition}
 		n.send(o.session, &Opened{Token: o.token, Queue: id, Err: err})

@@ -407,6 +407,8 @@ func (r *hostRunner) resolveBodies(msg node.Message) bool {
 			return false
 		}
 		m.Body = body
+	case *node.MessagesPage, *node.DeadLetterReads:
+		return r.resolveOperatorBodies(msg) // admin_messages.go
 	case *node.StreamDeliveries:
 		// A StreamHost hands out the bodies it logged, or ones a read
 		// resolved; none is stored today, but the contract is the same.
