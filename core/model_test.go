@@ -388,6 +388,7 @@ func (m *model) checkDeadLetter(dl DeadLetter) error {
 		HeaderDLQReason: x.reason.String(), HeaderDLQRetryCount: strconv.FormatUint(uint64(x.retries), 10),
 		HeaderDLQSourceOffset: strconv.FormatUint(dl.Offset, 10), HeaderDLQSourceTopic: m.queue.Topic,
 		HeaderDLQDeadLetteredAtMs: strconv.FormatInt(x.dueMs, 10),
+		HeaderDLQSourcePartition:  strconv.FormatUint(uint64(m.queue.Partition), 10),
 	}
 	for k, v := range want {
 		if got, _ := headerValue(dl.Body, k); got != v {

@@ -49,10 +49,13 @@ func IsReservedHeader(key string) bool {
 
 // System headers the broker adds (PROTOCOL.md §5.8, §7.4).
 const (
-	HeaderRetries             = "fibril.retries"
-	HeaderDLQSourceTopic      = "stroma.dlq.source_topic"
-	HeaderDLQSourceGroup      = "stroma.dlq.source_group"
-	HeaderDLQSourceOffset     = "stroma.dlq.source_offset"
+	HeaderRetries         = "fibril.retries"
+	HeaderDLQSourceTopic  = "stroma.dlq.source_topic"
+	HeaderDLQSourceGroup  = "stroma.dlq.source_group"
+	HeaderDLQSourceOffset = "stroma.dlq.source_offset"
+	// HeaderDLQSourcePartition is ours (the original has none): without it
+	// a replay into a partitioned source could only guess the partition.
+	HeaderDLQSourcePartition  = "stroma.dlq.source_partition"
 	HeaderDLQRetryCount       = "stroma.dlq.retry_count"
 	HeaderDLQReason           = "stroma.dlq.reason"
 	HeaderDLQDeadLetteredAtMs = "stroma.dlq.dead_lettered_at_ms"

@@ -93,6 +93,10 @@ func (p *Partition) Browse(from uint64, settled bool, visit func(v MessageView, 
 type DeadLetterInfo struct {
 	Source         DLQTarget // the queue it left (Group "" = the default group)
 	SourceOffset   uint64
+	// SourcePartition is the partition the copy left, when the copy says
+	// (HasSourcePartition; copies from before the header do not).
+	SourcePartition    uint32
+	HasSourcePartition bool
 	Reason         string
 	DeadLetteredMs int64
 	RetryCount     uint32
@@ -110,6 +114,10 @@ func ReadDeadLetter(b *Body) DeadLetterInfo {
 			info.Source.Group = NormalizeGroup(h.Value)
 		case HeaderDLQSourceOffset:
 			info.SourceOffset, _ = strconv.ParseUint(h.Value, 10, 64)
+		case HeaderDLQSourcePartition:
+			if n, err := strconv.ParseUint(h.Value, 10, 32); err == nil {
+				info.SourcePartition, info.HasSourcePartition = uint32(n), true
+			}
 		case HeaderDLQReason:
 			info.Reason = h.Value
 		case HeaderDLQDeadLetteredAtMs:

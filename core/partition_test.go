@@ -306,6 +306,7 @@ func TestRetriesExhaustedDeadLettersWithHeaders(t *testing.T) {
 		"x-user": "1", HeaderDLQSourceTopic: "orders", HeaderDLQSourceGroup: "eu",
 		HeaderDLQSourceOffset: strconv.FormatUint(off, 10), HeaderDLQRetryCount: "2",
 		HeaderDLQReason: "retries_exhausted", HeaderDLQDeadLetteredAtMs: strconv.FormatInt(h.now, 10),
+		HeaderDLQSourcePartition: strconv.FormatUint(uint64(h.p.cfg.Queue.Partition), 10),
 	}
 	for k, v := range want {
 		if got, _ := headerValue(dl.Body, k); got != v {

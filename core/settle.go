@@ -140,7 +140,7 @@ func (p *Partition) onDeadLetterDone(in *DeadLetterDone) {
 // added (PROTOCOL.md §7.4).
 func (p *Partition) emitDeadLetter(offset uint64, m *message) {
 	src := m.body
-	headers := make([]Header, 0, len(src.Headers)+6)
+	headers := make([]Header, 0, len(src.Headers)+7)
 	headers = append(headers, src.Headers...)
 	headers = append(headers, Header{HeaderDLQSourceTopic, p.cfg.Queue.Topic})
 	if p.cfg.Queue.Group != "" {
@@ -148,6 +148,7 @@ func (p *Partition) emitDeadLetter(offset uint64, m *message) {
 	}
 	headers = append(headers,
 		Header{HeaderDLQSourceOffset, strconv.FormatUint(offset, 10)},
+		Header{HeaderDLQSourcePartition, strconv.FormatUint(uint64(p.cfg.Queue.Partition), 10)},
 		Header{HeaderDLQRetryCount, strconv.FormatUint(uint64(m.retries), 10)},
 		Header{HeaderDLQReason, m.reason.String()},
 		Header{HeaderDLQDeadLetteredAtMs, strconv.FormatInt(m.dueMs, 10)},

@@ -88,11 +88,14 @@ type DeadLetterFilter struct {
 }
 
 // OperatorPublish publishes Body (confirmed, as a client's publish: no
-// reserved headers) into a queue's partition Key mod its partition count.
-// Answered with OperatorPublished once durable.
+// reserved headers) into Partition when ByPartition and the queue has it,
+// else into partition Key mod its partition count. Answered with
+// OperatorPublished once durable.
 type OperatorPublish struct {
 	Topic, Group string
 	Key          uint64
+	Partition    uint32
+	ByPartition  bool
 	Body         *core.Body
 	ReplyTo      Address // set by the Node
 }

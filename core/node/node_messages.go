@@ -46,9 +46,13 @@ func (n *Node) onOperatorRequest(from Address, msg Message) {
 		return
 	}
 	if pub, ok := msg.(*OperatorPublish); ok {
-		// As a dead-letter copy: spread by key over the partitions,
-		// deterministically.
+		// Back to the partition the copy left when it says and the queue
+		// still has it; otherwise as a dead-letter copy: spread by key over
+		// the partitions, deterministically.
 		partition = uint32(pub.Key % uint64(entry.partitions))
+		if pub.ByPartition && pub.Partition < entry.partitions {
+			partition = pub.Partition
+		}
 	}
 	if partition >= entry.partitions {
 		n.send(from, &OperatorRefused{Err: core.ErrPartitionOutOfRange})

@@ -133,7 +133,8 @@ func (r *Replay) Next() (msg Message, done bool) {
 				continue
 			}
 			r.phase = phasePublish
-			return &OperatorPublish{Topic: it.Info.Source.Topic, Group: it.Info.Source.Group, Key: it.Info.SourceOffset, Body: it.Body}, false
+			return &OperatorPublish{Topic: it.Info.Source.Topic, Group: it.Info.Source.Group, Key: it.Info.SourceOffset,
+				Partition: it.Info.SourcePartition, ByPartition: it.Info.HasSourcePartition, Body: it.Body}, false
 		}
 		r.page, r.pageAt = nil, 0
 		if !p.Redrive {

@@ -445,3 +445,43 @@ func TestBrowsePageIsBoundedInBytes(t *testing.T) {
 		t.Fatalf("a preview without Payload: %d bytes", it.PreviewBytes)
 	}
 }
+
+// A replay goes back to the partition the copy left (its
+// stroma.dlq.source_partition), not to source_offset mod count; a copy
+// without the header, or naming a partition the source no longer has,
+// falls back to the offset spread.
+func TestReplayReturnsToTheSourcePartition(t *testing.T) {
+	d := newOpDriver(t)
+	d.declare("jobs", 3)
+	d.declare("dlq", 1)
+	withPartition := func(p string) []core.Header {
+		return append(copyHeaders("jobs", 3, "terminal_nack", 100), core.Header{Key: core.HeaderDLQSourcePartition, Value: p})
+	}
+	d.storeCopy(qid("jobs", 1), 3, "from-1", withPartition("1"))
+	d.storeCopy(qid("jobs", 2), 3, "from-2", withPartition("2"))
+	d.storeCopy(qid("jobs", 1), 3, "no-header", copyHeaders("jobs", 3, "terminal_nack", 100))
+	d.storeCopy(qid("jobs", 1), 3, "gone-partition", withPartition("9"))
+	res, _ := d.runReplay(ReplayPlan{Topic: "dlq", Offsets: []uint64{0, 1, 2, 3}}, -1)
+	if res.Replayed != 4 {
+		t.Fatalf("replay %+v", res)
+	}
+	payloads := func(p uint32) (out []string) {
+		part := d.hosts[qid("jobs", p)].Partition()
+		for off := uint64(0); off < part.NextOffset(); off++ {
+			if v, live := part.Message(off); live {
+				out = append(out, string(v.Body.Payload))
+			}
+		}
+		return out
+	}
+	// 3 mod 3 = 0: the fallback partition.
+	if got := payloads(0); !slices.Equal(got, []string{"no-header", "gone-partition"}) {
+		t.Fatalf("partition 0 holds %q", got)
+	}
+	if got := payloads(1); !slices.Equal(got, []string{"from-1"}) {
+		t.Fatalf("partition 1 holds %q", got)
+	}
+	if got := payloads(2); !slices.Equal(got, []string{"from-2"}) {
+		t.Fatalf("partition 2 holds %q", got)
+	}
+}

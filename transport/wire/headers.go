@@ -25,6 +25,7 @@ const (
 	HeaderDLQSourceTopic      = "stroma.dlq.source_topic"
 	HeaderDLQSourceGroup      = "stroma.dlq.source_group" // only when the source has a group
 	HeaderDLQSourceOffset     = "stroma.dlq.source_offset"
+	HeaderDLQSourcePartition  = "stroma.dlq.source_partition" // ours: the partition the copy left
 	HeaderDLQRetryCount       = "stroma.dlq.retry_count"
 	HeaderDLQReason           = "stroma.dlq.reason" // "retries_exhausted", "expired", ...
 	HeaderDLQDeadLetteredAtMs = "stroma.dlq.dead_lettered_at_ms"
