@@ -157,6 +157,8 @@ func (p *Partition) Step(in Input) *Ready {
 		p.onPauseSubscription(in)
 	case *SetOwner:
 		p.onSetOwner(in)
+	case *Purge: // purge.go
+		p.onPurge(in)
 	default:
 		panic("fibril/core invariant violated: unknown input type")
 	}
