@@ -318,6 +318,9 @@ func (b *Broker) applyActorReady(a *actor, rd *node.Ready, w *worklist) {
 	for _, req := range rd.Load {
 		b.startLoad(req)
 	}
+	for _, req := range rd.Remove { // admin_queueops.go
+		b.startRemove(req)
+	}
 	for _, check := range rd.CheckPassword {
 		b.auth.submit(a, check)
 	}
