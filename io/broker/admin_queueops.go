@@ -446,3 +446,14 @@ func (b *Broker) removeQueueData(req node.RemoveRequest) error {
 
 // DefaultMaxRetries is max_retries for a queue that declares none.
 func (b *Broker) DefaultMaxRetries() uint32 { return b.cfg.Partition.MaxRetriesDefault }
+
+// halting says whether the runner stopped taking inputs (a non-blocking
+// receive on a channel closed once: no lock on the routing path).
+func (r *hostRunner) halting() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
+	}
+}
