@@ -87,3 +87,9 @@ func (p *Partition) FastCounts() Counts {
 
 // Subscriptions is the number of live subscriptions (consumers).
 func (p *Partition) Subscriptions() int { return len(p.subs) }
+
+// PublishedDelivered returns two of Stats' counters without copying the
+// rest (a driver reads them after every batch).
+func (p *Partition) PublishedDelivered() (published, delivered uint64) {
+	return p.stats.Published, p.stats.Delivered
+}

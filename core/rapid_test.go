@@ -540,7 +540,7 @@ func TestPartitionAgainstModel(t *testing.T) {
 			"purge": func(t *rapid.T) {
 				mc.step(t, &Purge{NowMs: mc.clockMs, Ref: 1})
 			},
-			"spill":   func(t *rapid.T) { mc.spill(t) },
+			"spill": func(t *rapid.T) { mc.spill(t) },
 			"declare": func(t *rapid.T) {
 				in := &Declare{NowMs: mc.clockMs}
 				if rapid.Bool().Draw(t, "policy?") {

@@ -446,7 +446,7 @@ func (h *Host) onBounced(env Envelope) {
 		h.onDeadLetterFailed(msg.Offset)
 	case *SettingsApplied, *InflightCount:
 		// The Node never goes away while its Hosts run; nothing waits here.
-	case *Purged, *AdminPublished:
+	case *Purged, *AdminPublished, *Observation:
 		// Operator answers go to an AdminAddr, which the driver never
 		// bounces; nothing to undo (the decision is made).
 	case *DeadLetterStored, *DeadLetterFailed:

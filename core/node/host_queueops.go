@@ -45,8 +45,8 @@ type HostObservation struct {
 
 // Observe returns the partition's counts (O(1)).
 func (h *Host) Observe() HostObservation {
-	st := h.p.Stats()
-	return HostObservation{Counts: h.p.FastCounts(), Consumers: len(h.subs), Published: st.Published, Delivered: st.Delivered}
+	published, delivered := h.p.PublishedDelivered()
+	return HostObservation{Counts: h.p.FastCounts(), Consumers: len(h.subs), Published: published, Delivered: delivered}
 }
 
 // onQueueOp dispatches the operator messages; false when msg is none.
@@ -57,6 +57,9 @@ func (h *Host) onQueueOp(from Address, msg Message) bool {
 		h.send(from, &InflightCount{Token: m.Token, Inflight: h.p.FastCounts().Inflight})
 	case *PartitionDeleted:
 		h.onPartitionDeleted()
+	case *ObserveQuery:
+		assertHold(from.Kind == AddrAdmin, "operators ask for observations")
+		h.send(from, &Observation{HostObservation: h.Observe()})
 	case *PurgeQueue:
 		h.onAdminRequest(from, adminOpPurge, &core.Purge{NowMs: h.nowMs})
 	case *AdminPublish:

@@ -118,6 +118,14 @@ type Purged struct {
 // header, which a client may not set.
 type AdminPublish struct{ Body *core.Body }
 
+// ObserveQuery asks a Host for its HostObservation now (a listing that
+// found no stored observation of a loaded partition); answered with
+// Observation.
+type ObserveQuery struct{}
+
+// Observation answers ObserveQuery.
+type Observation struct{ HostObservation }
+
 // AdminPublished answers AdminPublish.
 type AdminPublished struct {
 	Queue  core.QueueID
@@ -137,6 +145,8 @@ func (*PurgeQueue) message()        {}
 func (*Purged) message()            {}
 func (*AdminPublish) message()      {}
 func (*AdminPublished) message()    {}
+func (*ObserveQuery) message()      {}
+func (*Observation) message()       {}
 
 // ---- the removal effect and its report
 

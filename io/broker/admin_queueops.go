@@ -19,10 +19,13 @@ import (
 //   - every decision is the machines' (node.ListQueues, AdminOpen,
 //     DeleteQueue, PurgeQueue, AdminPublish through Call); this file turns
 //     answers into values and errors, and reads observations;
-//   - observations cost the publish path nothing it did not do: a runner
-//     stores the Host's O(1) counts into atomics once per batch of inputs
-//     (not per input), whether anyone lists or not, and readers only load
-//     them; nothing here takes a lock a runner takes;
+//   - observations cost the publish path nothing while nobody lists: a
+//     runner reads one flag per batch (rateSamples.wanted, set by the first
+//     listing or scrape); from then on it stores the Host's O(1) counts
+//     into atomics once per batch of inputs (not per input), each only when
+//     it changed, and readers only load them; a listing that finds a loaded
+//     partition not yet observed asks its Host (ObserveQuery); nothing here
+//     takes a lock a runner takes;
 //   - a queue's data is deleted only on a node.RemoveRequest, which the
 //     Node emits once the removal record is durable (and again after a
 //     restart until a RemoveDone was recorded), after the partitions' last
@@ -34,23 +37,52 @@ type hostObs struct {
 	ready, inflight, delayed, pendingDLQ, consumers atomic.Int64
 	published, delivered                            atomic.Uint64
 	set                                             atomic.Bool
+	// last is the runner's own copy of what it stored (runner goroutine
+	// only): a value is stored only when it changed, since an atomic store
+	// costs a locked instruction and a batch usually moves one or two.
+	last node.HostObservation
 }
 
-// observe stores the Host's counts (queue partitions only).
+// observe stores the Host's counts (queue partitions only), each only
+// when it changed.
 func (r *hostRunner) observe() {
+	if !r.b.rates.wanted.Load() {
+		return // nobody listed or scraped yet: no cost but this load
+	}
 	h, ok := r.h.(*node.Host)
 	if !ok {
 		return
 	}
 	o := h.Observe()
-	r.obs.ready.Store(int64(o.Counts.Ready))
-	r.obs.inflight.Store(int64(o.Counts.Inflight))
-	r.obs.delayed.Store(int64(o.Counts.Delayed))
-	r.obs.pendingDLQ.Store(int64(o.Counts.PendingDLQ))
-	r.obs.consumers.Store(int64(o.Consumers))
-	r.obs.published.Store(o.Published)
-	r.obs.delivered.Store(o.Delivered)
-	r.obs.set.Store(true)
+	last := &r.obs.last
+	if o == *last && r.obs.set.Load() {
+		return
+	}
+	if o.Counts.Ready != last.Counts.Ready {
+		r.obs.ready.Store(int64(o.Counts.Ready))
+	}
+	if o.Counts.Inflight != last.Counts.Inflight {
+		r.obs.inflight.Store(int64(o.Counts.Inflight))
+	}
+	if o.Counts.Delayed != last.Counts.Delayed {
+		r.obs.delayed.Store(int64(o.Counts.Delayed))
+	}
+	if o.Counts.PendingDLQ != last.Counts.PendingDLQ {
+		r.obs.pendingDLQ.Store(int64(o.Counts.PendingDLQ))
+	}
+	if o.Consumers != last.Consumers {
+		r.obs.consumers.Store(int64(o.Consumers))
+	}
+	if o.Published != last.Published {
+		r.obs.published.Store(o.Published)
+	}
+	if o.Delivered != last.Delivered {
+		r.obs.delivered.Store(o.Delivered)
+	}
+	*last = o
+	if !r.obs.set.Load() {
+		r.obs.set.Store(true)
+	}
 }
 
 // QueueOpError is an operator request the broker refused; Kind says how.
@@ -126,9 +158,11 @@ type QueueListing struct {
 // a rate is the change since then over the time since then. Bounded by
 // the catalogue (rebuilt at every listing from what is listed).
 type rateSamples struct {
-	mu   sync.Mutex
-	atMs int64
-	last map[core.QueueID][2]uint64
+	// wanted: a listing or scrape happened; runners observe from then on.
+	wanted atomic.Bool
+	mu     sync.Mutex
+	atMs   int64
+	last   map[core.QueueID][2]uint64
 }
 
 // ListQueues lists the catalogue with the loaded partitions' counts.
@@ -142,6 +176,7 @@ func (b *Broker) ListQueues(ctx context.Context) (QueueListing, error) {
 		return QueueListing{}, fmt.Errorf("broker: the Node answered a listing with %T", ans)
 	}
 	out := QueueListing{OwnerID: list.OwnerID}
+	b.rates.wanted.Store(true)
 	samples := &b.rates
 	samples.mu.Lock()
 	defer samples.mu.Unlock()
@@ -154,12 +189,8 @@ func (b *Broker) ListQueues(ctx context.Context) (QueueListing, error) {
 			ps := PartitionStatus{Partition: p}
 			id := core.QueueID{Topic: q.Topic, Group: q.Group, Partition: p}
 			if q.Loaded[p] {
-				if r := b.host(id); r != nil && r.obs.set.Load() {
+				if r := b.host(id); r != nil && b.observed(ctx, r, &ps) {
 					ps.Loaded = true
-					ps.Ready, ps.Inflight = r.obs.ready.Load(), r.obs.inflight.Load()
-					ps.Delayed, ps.PendingDLQ = r.obs.delayed.Load(), r.obs.pendingDLQ.Load()
-					ps.Consumers = r.obs.consumers.Load()
-					ps.published, ps.delivered = r.obs.published.Load(), r.obs.delivered.Load()
 					if prev, ok := samples.last[id]; ok && elapsedS > 0 && ps.published >= prev[0] && ps.delivered >= prev[1] {
 						ps.PublishRatePerSec = float64(ps.published-prev[0]) / elapsedS
 						ps.DeliverRatePerSec = float64(ps.delivered-prev[1]) / elapsedS
@@ -176,6 +207,27 @@ func (b *Broker) ListQueues(ctx context.Context) (QueueListing, error) {
 		out.Streams = append(out.Streams, StreamStatus{Topic: s.Topic, Partitions: s.Settings.PartitionCount, Settings: s.Settings})
 	}
 	return out, nil
+}
+
+// observed fills ps from r's stored observation, or asks its Host when
+// none is stored yet; false when the partition went away meanwhile.
+func (b *Broker) observed(ctx context.Context, r *hostRunner, ps *PartitionStatus) bool {
+	if !r.obs.set.Load() {
+		ans, err := b.Call(ctx, r.addr, &node.ObserveQuery{})
+		o, ok := ans.(*node.Observation)
+		if err != nil || !ok {
+			return false
+		}
+		ps.Ready, ps.Inflight = int64(o.Counts.Ready), int64(o.Counts.Inflight)
+		ps.Delayed, ps.PendingDLQ = int64(o.Counts.Delayed), int64(o.Counts.PendingDLQ)
+		ps.Consumers, ps.published, ps.delivered = int64(o.Consumers), o.Published, o.Delivered
+		return true
+	}
+	ps.Ready, ps.Inflight = r.obs.ready.Load(), r.obs.inflight.Load()
+	ps.Delayed, ps.PendingDLQ = r.obs.delayed.Load(), r.obs.pendingDLQ.Load()
+	ps.Consumers = r.obs.consumers.Load()
+	ps.published, ps.delivered = r.obs.published.Load(), r.obs.delivered.Load()
+	return true
 }
 
 // QueueDeclare is an operator's create (DECLARE_QUEUE's fields).
@@ -371,6 +423,9 @@ func (b *Broker) QueueGauges(dst []QueueGauge) []QueueGauge {
 	if !b.cfg.AdminMetricsPerChannel {
 		return dst
 	}
+	// The first scrape starts the observations: it reports the partitions
+	// observed so far (none), the next ones every loaded partition.
+	b.rates.wanted.Store(true)
 	b.hostMu.RLock()
 	for id, r := range b.hosts {
 		if r.obs.set.Load() {
