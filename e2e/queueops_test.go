@@ -222,6 +222,13 @@ func TestAdminQueueLifecycle(t *testing.T) {
 	if listedQueue(t, base, "wide") == nil {
 		t.Fatal("a queue nobody deleted is gone after the restart")
 	}
+	// Recreated after the restart, it holds only what is published now:
+	// the "fresh" message ready at the second delete went with the queue.
+	c2 := dial(t, s, client.TransportTCP)
+	if _, err := c2.Publisher("orders").PublishConfirmed(ctx, client.Text("after restart")); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, base, "orders", 1, 0)
 }
 
 func TestAdminTestPublishTopologyAndGauges(t *testing.T) {
