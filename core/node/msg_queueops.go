@@ -160,7 +160,9 @@ type RemoveRequest struct {
 }
 
 // RemoveDone reports a RemoveRequest carried out (Err: the data could not
-// be deleted; the name stays unusable until a restart asks again).
+// be deleted and the driver gave up, closing; the name stays unusable until
+// a restart asks again). The production driver retries a failed deletion
+// with a backoff before it reports.
 type RemoveDone struct {
 	NowMs        int64
 	Topic, Group string

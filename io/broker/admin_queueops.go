@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/core/node"
@@ -455,15 +456,36 @@ func (b *Broker) startRemove(req node.RemoveRequest) {
 	b.loads.Add(1)
 	go func() {
 		defer b.loads.Done()
-		err := b.removeQueueData(req)
-		if err != nil {
-			b.log.Error("deleting a removed queue's data", "topic", req.Topic, "group", req.Group, "err", err)
-		} else {
-			b.log.Info("queue deleted", "topic", req.Topic, "group", req.Group)
+		// A failed deletion (a busy or read-only disk) is tried again with
+		// a backoff until it succeeds or the broker closes: until then the
+		// name stays unusable (the Node's tombstone), never half deleted.
+		backoff := removeRetryMin
+		for {
+			err := b.removeQueueData(req)
+			if err == nil {
+				b.log.Info("queue deleted", "topic", req.Topic, "group", req.Group)
+				b.deliverTo(b.nodeActor, &node.RemoveDone{Topic: req.Topic, Group: req.Group})
+				return
+			}
+			b.log.Error("deleting a removed queue's data; retrying", "topic", req.Topic, "group", req.Group, "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+				backoff = min(2*backoff, removeRetryMax)
+			case <-b.ctx.Done():
+				// Asked again at the next start (the tombstone is durable).
+				b.deliverTo(b.nodeActor, &node.RemoveDone{Topic: req.Topic, Group: req.Group, Err: err})
+				return
+			}
 		}
-		b.deliverTo(b.nodeActor, &node.RemoveDone{Topic: req.Topic, Group: req.Group, Err: err})
 	}()
 }
+
+// removeRetryMin and removeRetryMax bound the backoff between attempts to
+// delete a removed queue's data.
+const (
+	removeRetryMin = 500 * time.Millisecond
+	removeRetryMax = 30 * time.Second
+)
 
 // errRemoveClosing: the broker closes; the next start asks again.
 var errRemoveClosing = errors.New("broker closing: the removal is asked again at the next start")
