@@ -264,7 +264,24 @@ func TestAdminTestPublishTopologyAndGauges(t *testing.T) {
 		t.Fatalf("topology queues: %v", queues)
 	}
 
-	_, metrics := adminGet(t, base, "/metrics")
+	// A partition that stepped nothing since the observations were switched
+	// on is observed too (its runner is poked): a fresh broker's idle
+	// queue appears on the second scrape.
+	s.restart()
+	eventually(t, 5000, 20, func() bool { status, _ := adminGet(t, base, "/readyz"); return status == http.StatusOK })
+	if status, out := adminDo(t, base, "POST", "/admin/api/purge-nothing", "{}"); status != http.StatusNotFound {
+		t.Fatalf("unknown path = %d %v", status, out)
+	}
+	c2 := dial(t, s, client.TransportTCP)
+	if _, err := c2.SubscribeTopic(ctx, "probe", client.SubscribeOptions{Prefetch: 4}); err != nil { // loads it, takes the redelivery
+		t.Fatal(err)
+	}
+	adminGet(t, base, "/metrics") // switches observations on
+	var metrics string
+	eventually(t, 5000, 20, func() bool {
+		_, metrics = adminGet(t, base, "/metrics")
+		return strings.Contains(metrics, `fibril_queue_inflight{group="",partition="0",topic="probe"} 1`)
+	})
 	if !strings.Contains(metrics, `fibril_queue_inflight{group="",partition="0",topic="probe"} 1`) ||
 		!strings.Contains(metrics, `fibril_queue_ready{group="",partition="0",topic="probe"} 0`) {
 		t.Fatalf("per-queue gauges missing:\n%s", metrics)

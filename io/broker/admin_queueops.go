@@ -177,7 +177,7 @@ func (b *Broker) ListQueues(ctx context.Context) (QueueListing, error) {
 		return QueueListing{}, fmt.Errorf("broker: the Node answered a listing with %T", ans)
 	}
 	out := QueueListing{OwnerID: list.OwnerID}
-	b.rates.wanted.Store(true)
+	b.wantObservations()
 	samples := &b.rates
 	samples.mu.Lock()
 	defer samples.mu.Unlock()
@@ -208,6 +208,21 @@ func (b *Broker) ListQueues(ctx context.Context) (QueueListing, error) {
 		out.Streams = append(out.Streams, StreamStatus{Topic: s.Topic, Partitions: s.Settings.PartitionCount, Settings: s.Settings})
 	}
 	return out, nil
+}
+
+// wantObservations switches the runners' observations on; the first call
+// pokes every runner with a Tick (harmless: machines act on the time it
+// carries), so an idle partition, which steps nothing until an input
+// comes, is observed too.
+func (b *Broker) wantObservations() {
+	if b.rates.wanted.Swap(true) {
+		return
+	}
+	b.hostMu.RLock()
+	defer b.hostMu.RUnlock()
+	for _, r := range b.hosts {
+		r.push(&node.Tick{})
+	}
 }
 
 // observed fills ps from r's stored observation, or asks its Host when
@@ -426,7 +441,7 @@ func (b *Broker) QueueGauges(dst []QueueGauge) []QueueGauge {
 	}
 	// The first scrape starts the observations: it reports the partitions
 	// observed so far (none), the next ones every loaded partition.
-	b.rates.wanted.Store(true)
+	b.wantObservations()
 	b.hostMu.RLock()
 	for id, r := range b.hosts {
 		if r.obs.set.Load() {
