@@ -73,3 +73,22 @@ func BenchmarkQueueObservationChanging(b *testing.B) {
 		r.observe()
 	}
 }
+
+// Switching observations on pokes every loaded runner once with a Tick, so
+// a partition that steps nothing afterwards (idle) is observed all the same.
+func TestWantObservationsPokesEveryRunnerOnce(t *testing.T) {
+	id := core.QueueID{Topic: "idle"}
+	r := &hostRunner{notify: make(chan struct{}, 1)}
+	b := &Broker{hosts: map[core.QueueID]*hostRunner{id: r}}
+	b.wantObservations()
+	b.wantObservations()
+	if len(r.queue) != 1 {
+		t.Fatalf("%d inputs pushed, want one Tick", len(r.queue))
+	}
+	if _, ok := r.queue[0].in.(*node.Tick); !ok {
+		t.Fatalf("pushed %T, want a Tick", r.queue[0].in)
+	}
+	if !b.rates.wanted.Load() {
+		t.Fatal("observations not switched on")
+	}
+}
