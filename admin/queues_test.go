@@ -61,7 +61,9 @@ func (f *fakeQueues) AdminPublish(_ context.Context, _, _ string, p uint32, _ []
 	return core.QueueID{Partition: p}, 41, nil
 }
 
-func (f *fakeQueues) NodeInfo() broker.NodeInfo { return broker.NodeInfo{Name: "n1", AdvertiseHost: "h", AdvertisePort: 1} }
+func (f *fakeQueues) NodeInfo() broker.NodeInfo {
+	return broker.NodeInfo{Name: "n1", AdvertiseHost: "h", AdvertisePort: 1}
+}
 func (f *fakeQueues) DefaultMaxRetries() uint32 { return 5 }
 func (f *fakeQueues) QueueGauges(dst []broker.QueueGauge) []broker.QueueGauge {
 	return append(dst, broker.QueueGauge{Queue: core.QueueID{Topic: "t", Partition: 2}, Ready: 3, Inflight: 1})
