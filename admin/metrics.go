@@ -6,9 +6,11 @@ package admin
 //     adds they did before, with no lock and no allocation for a metric;
 //   - every metric listed has a real source in the broker; SPEC 13 names
 //     without one (bytes in/out, protocol errors, open subscriptions,
-//     reconcile outcomes, quarantine, replication, per-queue gauges) are
-//     left out rather than reported as zero (docs/admin.md);
-//   - no labels: nothing here can grow with the number of queues or clients.
+//     reconcile outcomes, quarantine, replication) are left out rather
+//     than reported as zero (docs/admin.md);
+//   - no labels here: nothing in this collector can grow with the number
+//     of queues or clients (the per-queue gauges, labelled by partition and
+//     bounded by the loaded partitions, are queues.go's collector).
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

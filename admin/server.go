@@ -86,7 +86,7 @@ func Listen(addr string, log *slog.Logger) (*Server, error) {
 func newServer(log *slog.Logger) *Server {
 	s := &Server{log: log, served: make(chan struct{})}
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(&collector{server: s},
+	registry.MustRegister(&collector{server: s}, &queueCollector{server: s}, // queues.go
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),

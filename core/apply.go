@@ -54,6 +54,8 @@ func (p *Partition) apply(e *Entry) {
 		p.mustGet(e.Offset, statePendingDLQ, "dead-letter completion for a pending message")
 		delete(p.dlqTargets, e.Offset)
 		p.settleMessage(e.Offset)
+	case EntryPurge: // purge.go
+		p.applyPurge(e)
 	default:
 		panic("fibril/core invariant violated: applying an unknown entry kind")
 	}

@@ -124,7 +124,7 @@ func AppendEntry(dst []byte, e *Entry) []byte {
 		dst = binary.BigEndian.AppendUint64(dst, e.Offset)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(e.AtMs))
 		dst = appendOptTarget(dst, e.Target)
-	case EntryAck, EntryRelease, EntryDiscard, EntryDeadLettered:
+	case EntryAck, EntryRelease, EntryDiscard, EntryDeadLettered, EntryPurge:
 		dst = binary.BigEndian.AppendUint64(dst, e.Offset)
 	case EntryStreamDeclare:
 		assertTrue(e.Stream != nil, "stream declare entry has settings")
@@ -186,7 +186,7 @@ func DecodeEntry(b []byte) (Entry, error) {
 		if e.Target == nil {
 			r.bad = true
 		}
-	case EntryAck, EntryRelease, EntryDiscard, EntryDeadLettered:
+	case EntryAck, EntryRelease, EntryDiscard, EntryDeadLettered, EntryPurge:
 		e.Offset = r.u64()
 	case EntryStreamDeclare:
 		s := r.streamSettings()

@@ -91,16 +91,16 @@ func (p *Partition) Browse(from uint64, settled bool, visit func(v MessageView, 
 
 // DeadLetterInfo is what a dead-letter copy's stroma.dlq.* headers say.
 type DeadLetterInfo struct {
-	Source         DLQTarget // the queue it left (Group "" = the default group)
-	SourceOffset   uint64
+	Source       DLQTarget // the queue it left (Group "" = the default group)
+	SourceOffset uint64
 	// SourcePartition is the partition the copy left, when the copy says
 	// (HasSourcePartition; copies from before the header do not).
 	SourcePartition    uint32
 	HasSourcePartition bool
-	Reason         string
-	DeadLetteredMs int64
-	RetryCount     uint32
-	HasSource      bool // source_topic present and a valid name
+	Reason             string
+	DeadLetteredMs     int64
+	RetryCount         uint32
+	HasSource          bool // source_topic present and a valid name
 }
 
 // ReadDeadLetter reads the broker's headers of a dead-letter copy.

@@ -159,6 +159,8 @@ func (p *Partition) Step(in Input) *Ready {
 		p.onSetOwner(in)
 	case *Complete:
 		p.onComplete(in) // operator.go
+	case *Purge: // purge.go
+		p.onPurge(in)
 	default:
 		panic("fibril/core invariant violated: unknown input type")
 	}

@@ -44,6 +44,9 @@ type machine struct {
 	spilled map[uint64]PayloadRef
 
 	wantErrors []*Error
+	// wantPurged: the counts the model expects purges to answer, in order
+	// (a purge's answer waits for its entry; a restart drops the waiting).
+	wantPurged []uint64
 }
 
 func newMachine(t *rapid.T) *machine {
@@ -107,6 +110,9 @@ func (mc *machine) step(t *rapid.T, in Input) {
 		}
 		mc.checkBody(t, dl.Offset, dl.Body)
 	}
+	if fast, slow := mc.p.FastCounts(), mc.p.Counts(); fast != slow {
+		t.Fatalf("after %T: FastCounts %+v, Counts %+v", in, fast, slow)
+	}
 	for _, check := range []func() error{mc.m.checkWorkConserving, mc.m.checkGateComplete, mc.p.CheckInvariants} {
 		if err := check(); err != nil {
 			t.Fatalf("after %T: %v", in, err)
@@ -144,6 +150,14 @@ func (mc *machine) checkReplies(t *rapid.T, replies []Reply) {
 			x.confirmed = true
 		case ReplyCompleted:
 			mc.checkCompleted(t, r) // operator_test.go
+		case ReplyPurged:
+			if len(mc.wantPurged) == 0 {
+				t.Fatalf("a purge answer (%d) nobody asked for", r.Offset)
+			}
+			if r.Offset != mc.wantPurged[0] {
+				t.Fatalf("purge answered %d removed, model %d", r.Offset, mc.wantPurged[0])
+			}
+			mc.wantPurged = mc.wantPurged[1:]
 		}
 	}
 	if !slices.Equal(gotErrors, mc.wantErrors) {
@@ -227,6 +241,17 @@ func (mc *machine) applyInputToModel(in Input) {
 		x.state, x.settleKind = mSettled, SettledDeadLettered
 	case *Complete:
 		mc.modelComplete(in) // operator_test.go
+	case *Purge:
+		// Ready and delayed go (no settlement is reported: nobody settled
+		// them); inflight and pending stay.
+		var n uint64
+		for _, x := range m.msgs {
+			if x.state == mReady || x.state == mDelayed {
+				x.state, x.tag, x.sub = mSettled, 0, 0
+				n++
+			}
+		}
+		mc.wantPurged = append(mc.wantPurged, n)
 	}
 }
 
@@ -354,6 +379,7 @@ func (mc *machine) restart(t *rapid.T) {
 	}
 	mc.p, mc.log = p, mc.log[:durable]
 	mc.spilled = map[uint64]PayloadRef{}
+	mc.wantPurged = nil // their answers died with the process
 	mc.m = back.clone()
 	mc.m.nowMs, mc.m.durable = 0, durable
 	mc.m.owner, mc.m.ownerGeneration = 0, 0 // volatile: the Node names the owner again
@@ -521,6 +547,9 @@ func TestPartitionAgainstModel(t *testing.T) {
 			"complete": func(t *rapid.T) { mc.step(t, mc.drawComplete(t)) },
 			"browse":   func(t *rapid.T) { mc.checkBrowse(t) },
 
+			"purge": func(t *rapid.T) {
+				mc.step(t, &Purge{NowMs: mc.clockMs, Ref: 1})
+			},
 			"declare": func(t *rapid.T) {
 				in := &Declare{NowMs: mc.clockMs}
 				if rapid.Bool().Draw(t, "policy?") {

@@ -417,6 +417,10 @@ func (b *Broker) apply(from node.Address, rd *node.Ready, h *brokerHost, sh *bro
 	for _, req := range rd.Load {
 		b.load(req)
 	}
+	// Queue removals come only from an operator's DeleteQueue, which no
+	// scenario sends yet: carrying one out (storage, shadows, the checker's
+	// view of the deleted messages) is still to be built.
+	assert(len(rd.Remove) == 0, "the simulator does not carry out queue removals yet")
 	for _, pc := range rd.CheckPassword {
 		b.checkPassword(from, pc)
 	}

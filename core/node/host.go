@@ -70,6 +70,8 @@ type Host struct {
 	inPersisted core.Persisted
 	// answers gathers a step's answers per session (answers.go).
 	answers answerBatch
+	// deleted: the queue's removal is durable (host_queueops.go).
+	deleted bool
 }
 
 // hostRefKind says who waits for a reply.
@@ -275,6 +277,8 @@ func (h *Host) routeReply(r *core.Reply) {
 		h.answers.add(ref.session, ref.token, r)
 	case refAdminPublish, refAdminComplete:
 		h.routeOperatorReply(ref, r) // host_messages.go
+	case refAdmin: // host_queueops.go
+		h.answerAdmin(ref.token, adminOp(ref.session), r)
 	case refDeadLetter:
 		dl := ref.deadLetter
 		assertHold(dl.source != h.queue, "a queue never stores its own dead letters")
@@ -321,7 +325,7 @@ type deliveriesWithOne struct {
 // newRef files who waits under a fresh Ref. Refs are the Host's own, so a
 // session's tokens never reach the core and two sessions' tokens never clash.
 func (h *Host) newRef(ref hostRef) uint64 {
-	assertHold(ref.kind >= refSession && ref.kind <= refAdminComplete, "a reference says who waits")
+	assertHold(ref.kind >= refSession && ref.kind <= refAdmin, "a reference says who waits")
 	assertHold((ref.kind == refDeadLetter) == (ref.deadLetter != nil), "a dead-letter reference, and only one, names its source")
 	// Refs only grow and are never reused within this Host: a late reply for a
 	// forgotten Ref finds nothing instead of answering a newer request.
@@ -361,6 +365,9 @@ func (h *Host) onDeliver(env Envelope) {
 	case *BrowseMessages, *ReadDeadLetters, *ScanDeadLetters, *OperatorPublish, *CompleteMessage:
 		h.onOperator(env.From, msg) // host_messages.go
 	default:
+		if h.onQueueOp(env.From, msg) { // host_queueops.go
+			return
+		}
 		panic(fmt.Sprintf("fibril/core/node invariant violated: a Host takes no %T envelope", msg))
 	}
 }
@@ -369,6 +376,10 @@ func (h *Host) onDeliver(env Envelope) {
 // ours, and steps the core with it.
 func (h *Host) onRequest(from Address, req *Request) {
 	assertHold(from.Kind == AddrSession, "requests come from sessions")
+	if h.deleted {
+		h.refuseDeleted(from, req) // host_queueops.go
+		return
+	}
 	// Token 0: the session wants no answer, not even an error, so no Ref.
 	var ref uint64
 	deferred := false
@@ -437,8 +448,11 @@ func (h *Host) onBounced(env Envelope) {
 	// goes back to retry with backoff instead of waiting forever.
 	case *DeadLetterOut:
 		h.onDeadLetterFailed(msg.Offset)
-	case *SettingsApplied:
+	case *SettingsApplied, *InflightCount:
 		// The Node never goes away while its Hosts run; nothing waits here.
+	case *Purged, *AdminPublished, *Observation:
+		// Operator answers go to an AdminAddr, which the driver never
+		// bounces; nothing to undo (the decision is made).
 	case *DeadLetterStored, *DeadLetterFailed:
 		// The source partition is gone; it resends its pending copies when
 		// it loads again.

@@ -42,7 +42,7 @@ func (h *Host) CheckInvariants() error {
 		if ref == 0 || ref > h.nextRef {
 			return fmt.Errorf("reference %d beyond the last minted %d", ref, h.nextRef)
 		}
-		if r.kind != refSession && r.kind != refDeadLetter && r.kind != refAdminPublish && r.kind != refAdminComplete {
+		if r.kind != refSession && r.kind != refDeadLetter && r.kind != refAdminPublish && r.kind != refAdminComplete && r.kind != refAdmin {
 			return fmt.Errorf("reference %d of kind %d", ref, r.kind)
 		}
 	}

@@ -84,6 +84,8 @@ type Node struct {
 	sessionCohorts map[SessionID]map[cohortKey]bool
 	cohortGenHigh  uint64
 	cohortsDueMs   int64 // when the oldest dirty cohort became dirty
+	// qops: operator queue operations in progress (node_queueops.go).
+	qops queueOpsState
 
 	rd Ready
 	// carry keeps the Ready NewNode filled (the boot record) for the first
@@ -128,6 +130,7 @@ const (
 	gatedBoot     gatedKind = 1 // answer held HELLOs
 	gatedDeclared gatedKind = 2 // answer a DeclareQueue, update loaded partitions
 	gatedCreated  gatedKind = 3 // a new queue's record is durable: run its waiters
+	gatedRemoved  gatedKind = 4 // a queue's removal is durable (node_queueops.go)
 )
 
 type gatedAction struct {
@@ -232,6 +235,7 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 	assertHold(n.sessionIDsReserveIndex == n.state.lastIndex, "a boot reserves its first session ids")
 	n.bootIndex = n.state.lastIndex
 	n.gate(gatedAction{kind: gatedBoot})
+	n.requestPendingRemovals() // node_queueops.go
 	n.carry = true
 	return n, nil
 }
@@ -286,6 +290,10 @@ func checkApplicable(s *durableState, r *record) error {
 		}
 		if s.queueTopics[r.stream.topic] > 0 {
 			return fmt.Errorf("%w: stream %q is a queue's topic", ErrCorruptRecord, r.stream.topic)
+		}
+	case recordQueueRemoved:
+		if !checkRemovalApplicable(s, r) {
+			return fmt.Errorf("%w: removal of queue %v, which is not in the catalogue", ErrCorruptRecord, *r.queueKey)
 		}
 	case recordSessionIDs:
 		if r.sessionIDCeiling <= s.sessionIDCeiling {
@@ -345,6 +353,8 @@ func (n *Node) Step(in Input) *Ready {
 		n.onLoadDone(in)
 	case *Drain:
 		n.onDrain(in)
+	case *RemoveDone: // node_queueops.go
+		n.onRemoveDone(in)
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T", in))
 	}
@@ -367,7 +377,7 @@ func (n *Node) resetReady() {
 	clear(n.rd.Out) // drop references to bodies
 	n.rd = Ready{
 		Start: n.rd.Start[:0], Bind: n.rd.Bind[:0], Persist: n.rd.Persist[:0], Sends: n.rd.Sends[:0],
-		Close: n.rd.Close[:0], Out: n.rd.Out[:0], Load: n.rd.Load[:0],
+		Close: n.rd.Close[:0], Out: n.rd.Out[:0], Load: n.rd.Load[:0], Remove: n.rd.Remove[:0],
 	}
 }
 
@@ -399,6 +409,15 @@ func (n *Node) onDeliver(in *Deliver) {
 	case *BrowseMessages, *ReadDeadLetters, *ScanDeadLetters, *OperatorPublish, *CompleteMessage,
 		*SetQueueDLQ, *QueueSettingsOf:
 		n.onOperatorRequest(from, msg) // node_messages.go
+	// Operator queue operations (node_queueops.go).
+	case *ListQueues:
+		n.onListQueues(from)
+	case *AdminOpen:
+		n.onAdminOpen(from, msg)
+	case *DeleteQueue:
+		n.onDeleteQueue(from, msg)
+	case *InflightCount:
+		n.onInflightCount(from, msg)
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T envelope", msg))
 	}
@@ -421,6 +440,10 @@ func (n *Node) onBounced(in *Bounced) {
 		n.refuseOperator(msg, core.ErrPartitionLoadFailed)
 	case *OperatorRefused, *QueueSettings:
 		// An operator address never bounces; nothing waits here anyway.
+	case *InflightQuery:
+		n.inflightAnswered(in.Envelope.To.Queue, msg.Token, 0) // gone, and its leases with it
+	case *PartitionDeleted, *QueueList, *QueueDeleteResult:
+		// The partition stopped already; an operator that gave up.
 	case *Opened, *Declared, *ShuttingDown, *DeadLetterFailed, *CohortJoined, *AssignmentNotice, *SetOwner:
 		// CohortJoined, AssignmentNotice: the session ended (its
 		// SessionEnded cleans its cohorts up). SetOwner: the partition was
@@ -524,6 +547,8 @@ func (n *Node) release(g *gatedAction) {
 		n.answerDeclared(g.to, g.declared, g.key)
 	case gatedCreated:
 		n.queueCreated(g.key)
+	case gatedRemoved:
+		n.queueRemoved(g)
 	}
 	// Every queue record is followed by a gate on it, so the release of
 	// that gate is where the queue's last record becomes durable.
@@ -539,6 +564,9 @@ func (n *Node) release(g *gatedAction) {
 func (n *Node) maybeSnapshot() {
 	if n.snapshotInflight != 0 {
 		return
+	}
+	if len(n.state.tombstones) > 0 {
+		return // tombstones are not in the snapshot format (record_queueops.go)
 	}
 	// The live state is one record per queue and skeleton, plus the boot
 	// record: that is what a snapshot replaces.

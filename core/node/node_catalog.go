@@ -50,6 +50,11 @@ func (n *Node) onOpen(from Address, msg *Open) {
 // implicit queues of SPEC 1), then opens the partition o wants once the
 // queue's record is durable.
 func (n *Node) openQueue(key queueKey, o opener) {
+	if n.removedPending(key) {
+		// Deleted, its data not yet gone (node_queueops.go): retry later.
+		n.failOpener(key, o, core.ErrPartitionLoadFailed)
+		return
+	}
 	// The catalogue entry exists from this step on (a second Open sees it
 	// and waits with the first); its record makes it durable.
 	if n.state.queues[key] == nil {
@@ -325,6 +330,9 @@ func (n *Node) resolveDeclare(key queueKey, d *DeclareQueue) (*catalogEntry, *co
 	}
 	if n.isStream(key) {
 		return nil, core.ErrTopicIsStream
+	}
+	if n.removedPending(key) {
+		return nil, core.ErrCatalogBehind // deleted, its data not yet gone: retry
 	}
 	// PROTOCOL 5.12: the count is raised to at least 1; standalone
 	// partitioning is fixed, so an existing queue's count wins below.

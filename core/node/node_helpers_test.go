@@ -34,6 +34,7 @@ type effects struct {
 	close    []ConnID
 	out      []Envelope
 	load     []LoadRequest
+	remove   []RemoveRequest // node_queueops.go
 	snapshot *SnapshotRequest
 	wakeMs   int64
 	stepped  bool // from at least one step (wakeMs is its answer)
@@ -104,6 +105,7 @@ func (h *nodeHarness) stepRaw(in Input) effects {
 		persist: append([]Record(nil), rd.Persist...), sends: append([]Send(nil), rd.Sends...),
 		close: append([]ConnID(nil), rd.Close...), out: append([]Envelope(nil), rd.Out...),
 		load: append([]LoadRequest(nil), rd.Load...), snapshot: rd.Snapshot, wakeMs: rd.WakeMs, stepped: true,
+		remove: append([]RemoveRequest(nil), rd.Remove...),
 	}
 	for _, r := range rd.Persist {
 		if len(h.log) > 0 && h.log[len(h.log)-1].Index+1 != r.Index {
@@ -139,6 +141,7 @@ func (e *effects) merge(o effects) {
 	e.close = append(e.close, o.close...)
 	e.out = append(e.out, o.out...)
 	e.load = append(e.load, o.load...)
+	e.remove = append(e.remove, o.remove...)
 	if o.snapshot != nil {
 		e.snapshot = o.snapshot
 	}

@@ -179,6 +179,9 @@ func (n *Node) checkCatalog() error {
 		switch {
 		// A partition outside its queue's count would take messages no route can
 		// reach (the partition-key hash only spans the recorded count).
+		// A deleted queue's loaded partitions stay until its removal is
+		// durable (node_queueops.go): the tombstone accounts for them.
+		case e == nil && pe.loaded && n.removedPending(queueKey{Topic: id.Topic, Group: id.Group}):
 		case e == nil || id.Partition >= e.partitions:
 			return fmt.Errorf("partition %v loaded or loading outside the catalogue", id)
 		case pe.loaded && len(pe.waiters) > 0:

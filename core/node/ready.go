@@ -41,8 +41,11 @@ type Ready struct {
 	Close          []ConnID
 	Out            []Envelope
 	Load           []LoadRequest
-	CheckPassword  []PasswordCheck
-	Snapshot       *SnapshotRequest
+	// Remove (Node): queues whose data the driver deletes, after Out is
+	// delivered and before any later Load (msg_queueops.go).
+	Remove        []RemoveRequest
+	CheckPassword []PasswordCheck
+	Snapshot      *SnapshotRequest
 	// Reads (StreamHost): log reads for stream subscriptions behind the
 	// tail ring; each is answered by a StreamReadDone with its Token.
 	Reads []StreamRead

@@ -116,6 +116,8 @@ type record struct {
 	// sessionIDCeiling: recordSessionIDs.
 	sessionIDCeiling uint64
 	stream           *streamEntry // recordStream
+	// queueKey: recordQueueRemoved, recordQueueDataGone (record_queueops.go).
+	queueKey *queueKey
 }
 
 // durableState is what the Node's log builds.
@@ -133,11 +135,14 @@ type durableState struct {
 	// a stream, never both.
 	streams     map[string]*streamEntry
 	queueTopics map[string]int
+	// tombstones: removed queues whose data may still be on disk
+	// (record_queueops.go); never in a snapshot.
+	tombstones map[queueKey]bool
 }
 
 func newDurableState() durableState {
 	return durableState{queues: map[queueKey]*catalogEntry{}, skeletons: map[[16]byte]*skeleton{},
-		streams: map[string]*streamEntry{}, queueTopics: map[string]int{}}
+		streams: map[string]*streamEntry{}, queueTopics: map[string]int{}, tombstones: map[queueKey]bool{}}
 }
 
 // addQueue files a queue entry (apply and snapshot decoding alike).
@@ -171,6 +176,7 @@ func (s *durableState) apply(index uint64, r *record) {
 		assertHold(s.streams[r.queue.key.Topic] == nil, "a topic is a queue or a stream, never both")
 		e := *r.queue
 		s.addQueue(&e)
+		delete(s.tombstones, e.key) // re-created only once its old data was gone
 	case recordSkeleton:
 		// Copied: the record's slice may be the envelope's or the decoder's.
 		sk := *r.skeleton
@@ -194,6 +200,8 @@ func (s *durableState) apply(index uint64, r *record) {
 		assertHold(s.queueTopics[r.stream.topic] == 0, "a topic is a queue or a stream, never both")
 		e := *r.stream
 		s.streams[e.topic] = &e
+	case recordQueueRemoved, recordQueueDataGone:
+		s.applyQueueRemoval(r)
 	default:
 		// decodeRecord refuses unknown kinds, so one here was built in memory wrong.
 		panic("fibril/core/node invariant violated: applying an unknown record kind")
@@ -243,6 +251,8 @@ func appendRecord(dst []byte, r *record) []byte {
 		dst = binary.BigEndian.AppendUint64(dst, r.sessionIDCeiling)
 	case recordStream:
 		dst = appendStreamEntry(dst, r.stream)
+	case recordQueueRemoved, recordQueueDataGone:
+		dst = appendQueueKey(dst, *r.queueKey)
 	default:
 		panic("fibril/core/node invariant violated: encoding an unknown record kind")
 	}
@@ -445,6 +455,9 @@ func decodeRecord(b []byte) (*record, error) {
 		}
 	case recordStream:
 		r.stream = d.streamEntry()
+	case recordQueueRemoved, recordQueueDataGone:
+		k := d.queueName()
+		r.queueKey = &k
 	default:
 		// Unknown kinds are refused, not skipped: a skipped record could be a queue,
 		// and forgetting a queue loses its data on the next declare.

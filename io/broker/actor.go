@@ -318,6 +318,9 @@ func (b *Broker) applyActorReady(a *actor, rd *node.Ready, w *worklist) {
 	for _, req := range rd.Load {
 		b.startLoad(req)
 	}
+	for _, req := range rd.Remove { // admin_queueops.go
+		b.startRemove(req)
+	}
 	for _, check := range rd.CheckPassword {
 		b.auth.submit(a, check)
 	}
@@ -438,6 +441,12 @@ func (b *Broker) routeToPartition(a *actor, env node.Envelope) {
 		a.host = h
 	}
 	assertTrue(h == nil || h.id == env.To.Queue, "the runner found serves the queue addressed")
+	if h != nil && h == a.host && h.halting() {
+		// The cached runner was stopped (its queue deleted, admin_queueops.go):
+		// a new runner of the same partition may have been loaded since.
+		h = b.host(env.To.Queue)
+		a.host = h
+	}
 	b.pushToPartition(h, env)
 }
 
@@ -546,6 +555,8 @@ func stampMachineInput(in node.Input, nowMs int64) {
 	case *node.Drain:
 		in.NowMs = nowMs
 	case *node.StreamReadDone:
+		in.NowMs = nowMs
+	case *node.RemoveDone: // admin_queueops.go
 		in.NowMs = nowMs
 	default:
 		panic(fmt.Sprintf("broker: unknown machine input %T", in))

@@ -54,7 +54,8 @@ type Broker struct {
 	nodeActor *actor
 	nodeLog   *nodeLog
 	importer  *catalogImport
-	admin     adminCalls // operator requests in flight (admincall.go)
+	admin     adminCalls  // operator requests in flight (admincall.go)
+	rates     rateSamples // listing rates (admin_queueops.go)
 
 	sessMu   sync.RWMutex
 	sessions map[node.SessionID]*actor

@@ -79,6 +79,11 @@ type Config struct {
 
 	Logger *slog.Logger
 
+	// AdminMetricsPerChannel (admin.metrics_per_channel) exposes the
+	// per-partition gauges fibril_queue_{ready,inflight} for loaded
+	// partitions on /metrics (admin_queueops.go).
+	AdminMetricsPerChannel bool
+
 	// wallClock, when set (tests), replaces time.Now as the wall clock read
 	// once at boot to anchor the monotonic clock (clock.go).
 	wallClock func() time.Time
@@ -123,6 +128,7 @@ func DefaultConfig() Config {
 		Partition:               nd.Partition,
 		StreamPartition:         nd.StreamPartition,
 		Logger:                  slog.Default(),
+		AdminMetricsPerChannel:  true,
 	}
 }
 

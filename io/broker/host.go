@@ -63,6 +63,10 @@ type hostRunner struct {
 	work             worklist     // reused: sessions this runner's steps claimed
 	deliver          node.Deliver // the Deliver envelopes are stepped in (pool.go)
 	groups           []sessionGroup
+
+	// obs: the Host's counts after each batch, for listings and metrics
+	// (admin_queueops.go); written by the runner, read by anyone.
+	obs hostObs
 }
 
 // partitionMachine is what a runner steps: node.Host or node.StreamHost.
@@ -224,12 +228,14 @@ func (r *hostRunner) run() {
 					return
 				}
 			}
+			r.observe()
 			r.handOff()
 		case <-r.timer.C:
 			r.timerAtMs = 0
 			if !r.step(&node.Tick{}, r.b.clock.nowMs()) {
 				return
 			}
+			r.observe()
 			r.handOff()
 		case <-r.stop:
 			if r.finishing.Load() {
