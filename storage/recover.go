@@ -170,7 +170,7 @@ func syncFile(fs fsys.FS, dir, name string) error {
 // scanAndCut scans the segments and makes the cut the policy allows. It
 // returns the segments left.
 func (l *Log) scanAndCut(rec *Recovered, segments []segmentFile, snapshotIndex uint64, blobs *blobReader) ([]segmentFile, scanResult, error) {
-	scan, err := scanSegments(l.fs, l.dir, segments, snapshotIndex, blobs)
+	scan, err := scanSegments(l.fs, l.dir, segments, snapshotIndex, blobs, l.opts.CutFromIndex)
 	if err != nil || scan.cut == nil {
 		return segments, scan, err
 	}

@@ -225,7 +225,8 @@ type readSpan struct {
 // must not cost the entries after them. A blob record's payload is read
 // back from blobs and checked as part of its record: a payload that cannot
 // be read is a bad record at that index.
-func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex uint64, blobs *blobReader) (scanResult, error) {
+// cutFrom (0: none) is Options.CutFromIndex.
+func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex uint64, blobs *blobReader, cutFrom uint64) (scanResult, error) {
 	var res scanResult
 	res.lastIndex = snapshotIndex
 	if len(segments) == 0 {
@@ -262,6 +263,9 @@ func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex 
 				reason = CutBadFrame
 			case next > snapshotIndex:
 				e, ref, isBlob, reason = checkRecord(f.data, next, res.lastEpoch, skipCRC || (acceptTorn && f.reachesEOF && k == len(segments)-1))
+			}
+			if reason == CutNone && cutFrom != 0 && next >= cutFrom && next > snapshotIndex {
+				reason = CutRequested
 			}
 			if reason == CutNone && isBlob && !res.refFollows(ref) {
 				reason = CutUndecodable

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fibril-go/fibril/admin"
+	"github.com/fibril-go/fibril/core/node"
 	"github.com/fibril-go/fibril/io/broker"
 	"github.com/fibril-go/fibril/transport"
 	"github.com/fibril-go/fibril/transport/certs"
@@ -69,6 +70,9 @@ func runServe(args []string) int {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's pprof profiles on this loopback HOST:PORT (off when empty)")
 	adminListen := fs.String("admin-listen", "127.0.0.1:8081", "HOST:PORT of the admin HTTP listener: GET /healthz, /readyz, /metrics (no auth: keep it on loopback; \"\" disables it; port 0 picks a free one)")
+	// Temporary (issue 12, helper C): recovery.on_mismatch until the config
+	// package maps it to its key.
+	onMismatch := fs.String("recovery-on-mismatch", "quarantine", "what a partition log that fails a recovery check means: quarantine (park it, serve the rest), refuse (park it, /readyz 503) or ignore (cut at the last valid record and serve)")
 	var users userFlags
 	fs.Var(&users, "user", "seed a user NAME:PASSWORD while the user store is empty (repeatable); without users, fibril/fibril works from loopback only")
 	fs.Usage = func() {
@@ -106,6 +110,13 @@ func runServe(args []string) int {
 	cfg.HandshakeTimeout = *handshakeTimeout
 	cfg.AuthTimeout = *authTimeout
 	cfg.ConnectionsMax = *connectionsMax
+	// Temporary --recovery-on-mismatch (see its flag).
+	if policy, ok := node.ParseMismatchPolicy(*onMismatch); ok {
+		cfg.RecoveryOnMismatch = policy
+	} else {
+		fmt.Fprintf(os.Stderr, "fibril serve: --recovery-on-mismatch %q: want quarantine, refuse or ignore\n", *onMismatch)
+		return 2
+	}
 	cfg.AdvertiseHost = *advertise
 	if cfg.AdvertiseHost == "" {
 		cfg.AdvertiseHost = host

@@ -84,6 +84,8 @@ type Node struct {
 	sessionCohorts map[SessionID]map[cohortKey]bool
 	cohortGenHigh  uint64
 	cohortsDueMs   int64 // when the oldest dirty cohort became dirty
+	// quar is the quarantine set (node_quarantine.go).
+	quar quarantineState
 
 	rd Ready
 	// carry keeps the Ready NewNode filled (the boot record) for the first
@@ -395,6 +397,8 @@ func (n *Node) onDeliver(in *Deliver) {
 		n.onCohortJoin(from, msg)
 	case *CohortLeave:
 		n.onCohortLeave(from, msg)
+	case *RepairQuarantine:
+		n.onRepairQuarantine(from, msg)
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T envelope", msg))
 	}
@@ -411,7 +415,7 @@ func (n *Node) onBounced(in *Bounced) {
 		n.send(PartitionAddr(msg.Source), &DeadLetterFailed{Offset: msg.Offset, Err: core.ErrPartitionLoadFailed})
 	case *DeclareSettings:
 		n.onSettingsBounced(in.Envelope.To.Queue, msg)
-	case *Opened, *Declared, *ShuttingDown, *DeadLetterFailed, *CohortJoined, *AssignmentNotice, *SetOwner:
+	case *Opened, *Declared, *ShuttingDown, *DeadLetterFailed, *CohortJoined, *AssignmentNotice, *SetOwner, *QuarantineRepaired:
 		// CohortJoined, AssignmentNotice: the session ended (its
 		// SessionEnded cleans its cohorts up). SetOwner: the partition was
 		// unloaded; its subscriptions went with it, and so will their

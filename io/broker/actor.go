@@ -318,6 +318,9 @@ func (b *Broker) applyActorReady(a *actor, rd *node.Ready, w *worklist) {
 	for _, req := range rd.Load {
 		b.startLoad(req)
 	}
+	if rd.Quarantine != nil {
+		b.metrics.quarantine.Store(rd.Quarantine) // an observation (admin_quarantine.go)
+	}
 	for _, check := range rd.CheckPassword {
 		b.auth.submit(a, check)
 	}
