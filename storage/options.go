@@ -56,6 +56,10 @@ type Options struct {
 	// recovery refused its entry, and a repair (SPEC 7) cuts there. Only
 	// with CorruptionTruncate; every record before it is kept.
 	CutFromIndex uint64
+	// MarkCleanClose makes Close leave a clean-close mark (closedmark.go)
+	// so that the next Open takes damage to the last round for corruption,
+	// not a torn tail. Open honours a mark whatever this says.
+	MarkCleanClose bool
 	// BlobPayloadBytesMin: a publish payload at least this long is written
 	// to the blob files (blob.go) and its tidwall record holds a reference;
 	// shorter ones stay inline, where a reference (24 bytes) and a second

@@ -225,10 +225,19 @@ type readSpan struct {
 // must not cost the entries after them. A blob record's payload is read
 // back from blobs and checked as part of its record: a payload that cannot
 // be read is a bad record at that index.
-// cutFrom (0: none) is Options.CutFromIndex.
-func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex uint64, blobs *blobReader, cutFrom uint64) (scanResult, error) {
+// scanOptions are what Open adds to a scan: a cut asked for
+// (Options.CutFromIndex, 0: none), and the index a clean-close mark
+// claims synced (closedmark.go; 0: none), counted as a synced mark.
+type scanOptions struct {
+	cutFrom    uint64
+	closedMark uint64
+}
+
+func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex uint64, blobs *blobReader, opts scanOptions) (scanResult, error) {
 	var res scanResult
 	res.lastIndex = snapshotIndex
+	res.syncedMark = opts.closedMark
+	cutFrom := opts.cutFrom
 	if len(segments) == 0 {
 		return res, nil
 	}

@@ -229,6 +229,13 @@ func (n *Node) reportQuarantine() {
 	n.rd.Quarantine = r
 }
 
+// repairing says a repair's load of id runs (the operator waits on it,
+// nobody else: CheckInvariants).
+func (n *Node) repairing(id core.QueueID) bool {
+	q := n.quar.entries[id]
+	return q != nil && q.repairing
+}
+
 // checkQuarantine is the set's part of CheckInvariants.
 func (n *Node) checkQuarantine() error {
 	if len(n.quar.entries) > quarantinedMax {

@@ -34,6 +34,9 @@ type recoveryOutcome struct {
 func (b *Broker) openRecovered(req node.LoadRequest, dir string) (*logstore.Log, partitionMachine, uint64, recoveryOutcome, error) {
 	var out recoveryOutcome
 	opts := logstore.DefaultOptions()
+	// A clean shutdown leaves a mark: damage to the last round is then
+	// damage, not a torn tail (storage closedmark.go).
+	opts.MarkCleanClose = true
 	if req.Truncate {
 		opts.OnCorruption = logstore.CorruptionTruncate
 	}
