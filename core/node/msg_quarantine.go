@@ -70,7 +70,7 @@ type LoadDamage struct {
 // the log at its first bad record before loading it.
 type LoadCut struct {
 	Index          uint64 // the first record dropped
-	DroppedRecords uint64 // complete records dropped from there on
+	DroppedRecords uint64 // records lost from there on, the damaged one included
 }
 
 // QuarantineEntry is one parked partition, as the Node reports it.

@@ -115,7 +115,13 @@ func truncationCut(rec logstore.Recovered) *node.LoadCut {
 	if !rec.TruncatedTail || rec.Cut.Torn {
 		return nil
 	}
-	return &node.LoadCut{Index: rec.Cut.Index, DroppedRecords: uint64(rec.Cut.DroppedRecords)}
+	// Cut.DroppedRecords counts the complete frames from the cut on; a
+	// frame cut short, or behind a broken length, is a record lost too.
+	dropped := uint64(rec.Cut.DroppedRecords)
+	if rec.Cut.Reason == logstore.CutTornFrame || rec.Cut.Reason == logstore.CutBadFrame {
+		dropped++
+	}
+	return &node.LoadCut{Index: rec.Cut.Index, DroppedRecords: dropped}
 }
 
 // mergeCuts adds a second cut (lower in the log) to a first.
