@@ -207,6 +207,10 @@ func TestQuarantineDamagedPartitionAndRepair(t *testing.T) {
 			c := dial(t, s, client.TransportTCP)
 			wantQuarantineRefusal(t, c)
 			wantQuarantineRefusal(t, c) // parked: refused again, no reload
+			_, err := c.SubscribeTopic(ctxT(t), "q-bad", client.SubscribeOptions{Prefetch: 4})
+			if err == nil || !strings.Contains(err.Error(), "partition q-bad/0 is quarantined") {
+				t.Fatalf("subscribe to the damaged queue: %v, want the quarantine error", err)
+			}
 			// The other queue serves: its messages, then a new one.
 			publishText(t, c, "q-good", "good-"+strconv.Itoa(quarantineMessages))
 			wantPrefix(t, consumeTexts(t, c, "q-good", quarantineMessages+1), "good-", quarantineMessages+1)
@@ -338,4 +342,42 @@ func TestQuarantineIgnoreCutsAndServes(t *testing.T) {
 	if !strings.Contains(s.log.String(), "cut at the last valid record") {
 		t.Fatalf("no warning about the cut in the log:\n%s", s.log.String())
 	}
+}
+
+// TestQuarantineOfAStreamPartition: the same rules for a stream: a damaged
+// last record after a clean stop parks the stream partition (subscribing
+// is refused with the quarantine message), the listing says stream, and a
+// repair serves the records before the cut.
+func TestQuarantineOfAStreamPartition(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	c := dial(t, s, client.TransportTCP)
+	ctx := ctxT(t)
+	if _, err := c.DeclarePlexus(ctx, client.NewStreamConfig("s-bad")); err != nil {
+		t.Fatal(err)
+	}
+	publishRecords(t, ctx, c, "s-bad", "r", quarantineMessages, nil)
+	c.Close()
+	s.stop()
+	damageLastRecord(t, filepath.Join(dir, "streams", "s-bad", "0"), damageFlip)
+
+	s, base := startWithAdmin(t, dir, "quarantine")
+	c = dial(t, s, client.TransportTCP)
+	if _, err := c.SubscribeStream(ctx, "s-bad", client.StreamOptions{Start: client.StartEarliest()}); err == nil ||
+		!strings.Contains(err.Error(), "partition s-bad/0 is quarantined") {
+		t.Fatalf("subscribe to the damaged stream: %v, want the quarantine error", err)
+	}
+	if status, body := adminGet(t, base, "/admin/api/quarantine"); status != http.StatusOK || !strings.Contains(body, `"partition_kind":"stream"`) {
+		t.Fatalf("listing: %d %s", status, body)
+	}
+	status, body := adminPost(t, base, "/admin/api/quarantine/repair?topic=s-bad&partition=0")
+	if status != http.StatusOK || !strings.Contains(body, `"truncated_entries":1`) {
+		t.Fatalf("repair = %d %s", status, body)
+	}
+	sub, err := c.SubscribeStream(ctx, "s-bad", client.StreamOptions{Start: client.StartEarliest()})
+	if err != nil {
+		t.Fatalf("subscribe after the repair: %v", err)
+	}
+	expectRecords(t, sub, "r", 0, quarantineMessages-1, false)
+	noRecord(t, sub, 300*time.Millisecond)
 }
