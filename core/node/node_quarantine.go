@@ -64,13 +64,20 @@ func (n *Node) quarantineRefusal(id core.QueueID) *core.Error {
 // quarantineBlocksDeclare refuses a declare of a queue with a parked
 // partition: its new settings could not reach that partition, and an
 // answer would claim they apply.
+// The lowest parked partition is named: map order must not reach an
+// answer (the machines are deterministic).
 func (n *Node) quarantineBlocksDeclare(key queueKey) *core.Error {
+	found := false
+	var lowest core.QueueID
 	for id := range n.quar.entries {
-		if id.Topic == key.Topic && id.Group == key.Group {
-			return n.quarantineRefusal(id)
+		if id.Topic == key.Topic && id.Group == key.Group && (!found || id.Partition < lowest.Partition) {
+			found, lowest = true, id
 		}
 	}
-	return nil
+	if !found {
+		return nil
+	}
+	return n.quarantineRefusal(lowest)
 }
 
 // quarantineLoadDone takes a LoadDone first: true when it decided
