@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -24,9 +25,11 @@ type quarantineBackend interface {
 	RepairQuarantine(ctx context.Context, q core.QueueID) (*node.QuarantineRepaired, error)
 }
 
-// repairTimeout bounds how long a repair request waits for the Node: the
-// cut and the reload of one partition's log.
-const repairTimeout = 60 * time.Second
+// repairTimeout bounds how long a repair request waits for the Node (the
+// cut and the reload of one partition's log), below the server's write
+// timeout so the answer still gets out. A repair that takes longer goes on
+// in the Node; the operator lists again.
+const repairTimeout = 25 * time.Second
 
 // quarantineItem is one parked partition in JSON.
 type quarantineItem struct {
@@ -111,6 +114,10 @@ func (s *Server) repair(r *http.Request, q core.QueueID) (*node.QuarantineRepair
 	ctx, cancel := context.WithTimeout(r.Context(), repairTimeout)
 	defer cancel()
 	answer, err := b.RepairQuarantine(ctx, q)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, problem(http.StatusServiceUnavailable, "not_ready",
+			"the repair did not finish within %v; it goes on: list GET /admin/api/quarantine again", repairTimeout)
+	}
 	if err != nil {
 		return nil, err
 	}
