@@ -599,7 +599,7 @@ func (b *Broker) load(req node.LoadRequest) {
 		ps := b.shadowOf(q, cfg)
 		p, cut, err := b.store.openPartition(ps, cfg, req.Truncate)
 		if err != nil {
-			b.stepNode(&node.LoadDone{NowMs: b.nowMs(), Queue: q, Err: err, Damage: damageOf(err)}, "load_done")
+			b.stepNode(loadFailed(b.nowMs(), q, err), "load_done")
 			return
 		}
 		req.Config = cfg

@@ -85,7 +85,7 @@ func (b *Broker) loadStream(req node.LoadRequest) {
 	ss := b.streamShadowOf(q)
 	p, cut, err := b.store.openStreamPartition(ss, req)
 	if err != nil {
-		b.stepNode(&node.LoadDone{NowMs: b.nowMs(), Queue: q, Err: err, Damage: damageOf(err)}, "load_done")
+		b.stepNode(loadFailed(b.nowMs(), q, err), "load_done")
 		return
 	}
 	m, err := node.NewStreamHost(b.cfg, p, req)
