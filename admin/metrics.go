@@ -6,7 +6,7 @@ package admin
 //     adds they did before, with no lock and no allocation for a metric;
 //   - every metric listed has a real source in the broker; SPEC 13 names
 //     without one (bytes in/out, protocol errors, open subscriptions,
-//     reconcile outcomes, quarantine, replication) are left out rather
+//     reconcile outcomes, replication) are left out rather
 //     than reported as zero (docs/admin.md);
 //   - no labels here: nothing in this collector can grow with the number
 //     of queues or clients (the per-queue gauges, labelled by partition and
@@ -81,6 +81,10 @@ var metricDefs = []metricDef{
 		func(c *broker.Counters) uint64 { return c.GraceEntered }),
 	counter("fibril_tcp_reconnect_grace_expired_total", "Sessions whose reconnect grace ran out (their deliveries requeued).",
 		func(c *broker.Counters) uint64 { return c.GraceExpired }),
+	gauge("fibril_recovery_quarantined", "Partitions parked now because their log failed a recovery check (GET /admin/api/quarantine lists them).",
+		func(c *broker.Counters) int64 { return c.Quarantined }),
+	counter("fibril_recovery_quarantines_total", "Partitions parked by recovery checks since the broker started (again after each restart: detection is lazy).",
+		func(c *broker.Counters) uint64 { return c.Quarantines }),
 }
 
 // collector is a prometheus.Collector over the attached broker's counters.

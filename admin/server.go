@@ -157,6 +157,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "not_ready", "the broker does not serve: "+err.Error())
 			return
 		}
+		if s.readyzQuarantine(w, src) {
+			return // degraded or refused (quarantine.go)
+		}
 		writeText(w, http.StatusOK, "ok\n")
 	}
 }

@@ -142,6 +142,7 @@ func distinctCounters() broker.Counters {
 		TTLDropped: 107, Connections: 108, AuthFailures: 109, ProtocolErrors: 110, GraceEntered: 111,
 		GraceExpired: 112, Resumed: 113, ResumeNew: 114, ResumeRejected: 115, PayloadsRead: 116,
 		StreamEntriesRead: 117, StorageWriteRounds: 118, ConnectionsOpen: 119, ResidentPayloadBytes: 120,
+		Quarantined: 121, Quarantines: 122,
 	}
 }
 
@@ -191,6 +192,8 @@ func TestMetricsReadTheCounters(t *testing.T) {
 		"fibril_storage_writes_total":              {dto.MetricType_COUNTER, 118},
 		"fibril_tcp_connections_open":              {dto.MetricType_GAUGE, 119},
 		"fibril_broker_resident_payload_bytes":     {dto.MetricType_GAUGE, 120},
+		"fibril_recovery_quarantined":              {dto.MetricType_GAUGE, 121},
+		"fibril_recovery_quarantines_total":        {dto.MetricType_COUNTER, 122},
 	}
 	for name, w := range want {
 		f := families[name]

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fibril-go/fibril/core/node"
 	"github.com/fibril-go/fibril/io/broker"
 )
 
@@ -149,6 +150,16 @@ func Table() []Key {
 			Doc: "users created while the user store is empty: NAME:PASSWORD (the flag repeats; env and TOML: a list)",
 			Get: func(c broker.Config) Value { return Users(c.Users...) },
 			Set: func(c *broker.Config, v Value) { c.Users = append([]broker.UserSeed(nil), v.Users...) }},
+
+		// recovery.
+		{Name: "recovery.on_mismatch", Kind: KindString, Flag: "recovery-on-mismatch",
+			Enum: []string{"quarantine", "refuse", "ignore"},
+			Doc:  "a partition log that fails a recovery check: quarantine (park it, serve the rest), refuse (park it, /readyz 503) or ignore (cut at the last valid record and serve)",
+			Get:  func(c broker.Config) Value { return Str(c.RecoveryOnMismatch.String()) },
+			Set: func(c *broker.Config, v Value) {
+				// Enum checked the value before Set runs.
+				c.RecoveryOnMismatch, _ = node.ParseMismatchPolicy(v.Str)
+			}},
 
 		// storage.
 		{Name: "storage.resident_payload_mb", Kind: KindInt, Flag: "resident-payload-mb", Min: 0, Max: 1 << 23, Unit: "MiB",

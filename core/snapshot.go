@@ -89,10 +89,10 @@ func Recover(cfg Config, snapshot []byte, entries []Entry) (p *Partition, err er
 	for i := range entries {
 		e := &entries[i]
 		if e.Index != p.lastIndex+1 {
-			return nil, fmt.Errorf("entry %d after %d: %w", e.Index, p.lastIndex, ErrNonContiguousLog)
+			return nil, &RecoveryError{Index: e.Index, Err: fmt.Errorf("entry %d after %d: %w", e.Index, p.lastIndex, ErrNonContiguousLog)}
 		}
 		if e.Epoch < p.lastEpoch {
-			return nil, fmt.Errorf("entry %d epoch %d after %d: %w", e.Index, e.Epoch, p.lastEpoch, ErrEpochWentBack)
+			return nil, &RecoveryError{Index: e.Index, Err: fmt.Errorf("entry %d epoch %d after %d: %w", e.Index, e.Epoch, p.lastEpoch, ErrEpochWentBack)}
 		}
 		if err := p.applyRecovered(e); err != nil {
 			return nil, err
@@ -114,7 +114,8 @@ var ErrInconsistentLog = fmt.Errorf("inconsistent log")
 func (p *Partition) applyRecovered(e *Entry) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("entry %d (kind %d): %v: %w", e.Index, e.Kind, r, ErrInconsistentLog)
+			// The index says where a repair cuts (errors_quarantine.go).
+			err = &RecoveryError{Index: e.Index, Err: fmt.Errorf("entry %d (kind %d): %v: %w", e.Index, e.Kind, r, ErrInconsistentLog)}
 		}
 	}()
 	p.apply(e)

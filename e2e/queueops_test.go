@@ -27,7 +27,7 @@ import (
 )
 
 // adminDo sends method path with body (raw JSON) and decodes the answer.
-func adminDo(t *testing.T, base, method, path, body string) (int, map[string]any) {
+func queueAdminDo(t *testing.T, base, method, path, body string) (int, map[string]any) {
 	t.Helper()
 	hc := http.Client{Timeout: 35 * time.Second}
 	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
@@ -56,7 +56,7 @@ func adminDo(t *testing.T, base, method, path, body string) (int, map[string]any
 // listedQueue returns the listed queue topic (nil when absent).
 func listedQueue(t *testing.T, base, topic string) map[string]any {
 	t.Helper()
-	status, out := adminDo(t, base, "GET", "/admin/api/queues", "")
+	status, out := queueAdminDo(t, base, "GET", "/admin/api/queues", "")
 	if status != http.StatusOK {
 		t.Fatalf("list = %d %v", status, out)
 	}
@@ -105,7 +105,7 @@ func TestAdminQueueLifecycle(t *testing.T) {
 
 	// Create: 201 with the Queue, then a re-declare answers 200 (the
 	// settings merged, as DECLARE_QUEUE does).
-	status, q := adminDo(t, base, "POST", "/admin/api/queues",
+	status, q := queueAdminDo(t, base, "POST", "/admin/api/queues",
 		`{"topic":"orders","partition_count":1,"policy":"custom","target":{"topic":"orders-dlq"},"max_retries":3,"default_message_ttl_ms":0}`)
 	if status != http.StatusCreated || q["partition_count"] != 1.0 {
 		t.Fatalf("create = %d %v", status, q)
@@ -113,12 +113,12 @@ func TestAdminQueueLifecycle(t *testing.T) {
 	if dlq := q["dlq"].(map[string]any); dlq["policy"] != "custom" || dlq["topic"] != "orders-dlq" || dlq["max_retries"] != 3.0 {
 		t.Fatalf("dlq settings: %v", dlq)
 	}
-	if status, q := adminDo(t, base, "POST", "/admin/api/queues", `{"topic":"orders","max_retries":4}`); status != http.StatusOK ||
+	if status, q := queueAdminDo(t, base, "POST", "/admin/api/queues", `{"topic":"orders","max_retries":4}`); status != http.StatusOK ||
 		q["dlq"].(map[string]any)["max_retries"] != 4.0 || q["dlq"].(map[string]any)["policy"] != "custom" {
 		t.Fatalf("re-declare = %d %v", status, q)
 	}
 	// A wide queue, never loaded: listed with loaded:false and null counts.
-	if status, _ := adminDo(t, base, "POST", "/admin/api/queues", `{"topic":"wide","group":"g1","partition_count":3}`); status != http.StatusCreated {
+	if status, _ := queueAdminDo(t, base, "POST", "/admin/api/queues", `{"topic":"wide","group":"g1","partition_count":3}`); status != http.StatusCreated {
 		t.Fatalf("create wide = %d", status)
 	}
 	wide := listedQueue(t, base, "wide")
@@ -149,13 +149,13 @@ func TestAdminQueueLifecycle(t *testing.T) {
 	}
 
 	// Purge: the 3 ready go, the 2 inflight stay and still settle.
-	if status, out := adminDo(t, base, "POST", "/admin/api/queues/purge", `{"topic":"orders"}`); status != http.StatusOK || out["purged"] != 3.0 {
+	if status, out := queueAdminDo(t, base, "POST", "/admin/api/queues/purge", `{"topic":"orders"}`); status != http.StatusOK || out["purged"] != 3.0 {
 		t.Fatalf("purge = %d %v", status, out)
 	}
 	waitCounts(t, base, "orders", 0, 2)
 
 	// Delete while 2 are inflight: 409 in_use, saying how many.
-	status, out := adminDo(t, base, "POST", "/admin/api/queues/delete", `{"topic":"orders"}`)
+	status, out := queueAdminDo(t, base, "POST", "/admin/api/queues/delete", `{"topic":"orders"}`)
 	if status != http.StatusConflict || out["code"] != "in_use" || !strings.Contains(out["message"].(string), "2 messages inflight") {
 		t.Fatalf("delete with inflight = %d %v", status, out)
 	}
@@ -168,7 +168,7 @@ func TestAdminQueueLifecycle(t *testing.T) {
 	nothing(t, sub, 200*time.Millisecond) // nothing purged comes back
 
 	// Delete: accepted; the subscriber is closed with 20 topic_deleted.
-	if status, out := adminDo(t, base, "POST", "/admin/api/queues/delete", `{"topic":"orders"}`); status != http.StatusOK || out["deleted"] != true {
+	if status, out := queueAdminDo(t, base, "POST", "/admin/api/queues/delete", `{"topic":"orders"}`); status != http.StatusOK || out["deleted"] != true {
 		t.Fatalf("delete = %d %v", status, out)
 	}
 	select {
@@ -186,7 +186,7 @@ func TestAdminQueueLifecycle(t *testing.T) {
 	if listedQueue(t, base, "orders") != nil {
 		t.Fatal("a deleted queue is still listed")
 	}
-	if status, out := adminDo(t, base, "POST", "/admin/api/queues/delete", `{"topic":"orders"}`); status != http.StatusNotFound || out["code"] != "not_found" {
+	if status, out := queueAdminDo(t, base, "POST", "/admin/api/queues/delete", `{"topic":"orders"}`); status != http.StatusNotFound || out["code"] != "not_found" {
 		t.Fatalf("delete of a deleted queue = %d %v", status, out)
 	}
 
@@ -205,7 +205,7 @@ func TestAdminQueueLifecycle(t *testing.T) {
 	}
 
 	// Delete again and kill -9: the queue stays gone, its data too.
-	if status, out := adminDo(t, base, "POST", "/admin/api/queues/delete", `{"topic":"orders"}`); status != http.StatusOK {
+	if status, out := queueAdminDo(t, base, "POST", "/admin/api/queues/delete", `{"topic":"orders"}`); status != http.StatusOK {
 		t.Fatalf("second delete = %d %v", status, out)
 	}
 	c.Close()
@@ -233,7 +233,7 @@ func TestAdminQueueLifecycle(t *testing.T) {
 
 func TestAdminTestPublishTopologyAndGauges(t *testing.T) {
 	s, base := startAdminServer(t, t.TempDir())
-	status, out := adminDo(t, base, "POST", "/admin/api/publish", `{"topic":"probe","text":"hello","content_type":"text/plain"}`)
+	status, out := queueAdminDo(t, base, "POST", "/admin/api/publish", `{"topic":"probe","text":"hello","content_type":"text/plain"}`)
 	if status != http.StatusOK || out["partition"] != 0.0 || out["offset"] != 0.0 {
 		t.Fatalf("publish = %d %v", status, out)
 	}
@@ -249,7 +249,7 @@ func TestAdminTestPublishTopologyAndGauges(t *testing.T) {
 	}
 	waitCounts(t, base, "probe", 0, 1)
 
-	status, topo := adminDo(t, base, "GET", "/admin/api/topology", "")
+	status, topo := queueAdminDo(t, base, "GET", "/admin/api/topology", "")
 	if status != http.StatusOK {
 		t.Fatalf("topology = %d %v", status, topo)
 	}
@@ -269,7 +269,7 @@ func TestAdminTestPublishTopologyAndGauges(t *testing.T) {
 	// queue appears on the second scrape.
 	s.restart()
 	eventually(t, 5000, 20, func() bool { status, _ := adminGet(t, base, "/readyz"); return status == http.StatusOK })
-	if status, out := adminDo(t, base, "POST", "/admin/api/purge-nothing", "{}"); status != http.StatusNotFound {
+	if status, out := queueAdminDo(t, base, "POST", "/admin/api/purge-nothing", "{}"); status != http.StatusNotFound {
 		t.Fatalf("unknown path = %d %v", status, out)
 	}
 	c2 := dial(t, s, client.TransportTCP)
@@ -327,14 +327,14 @@ func TestAdminQueueEndpointsRefuseBadInput(t *testing.T) {
 		{"publish oversized", "POST", "/admin/api/publish", big, 413, "body_too_large"},
 	}
 	for _, tc := range cases {
-		status, out := adminDo(t, base, tc.method, tc.path, tc.body)
+		status, out := queueAdminDo(t, base, tc.method, tc.path, tc.body)
 		msg, _ := out["message"].(string)
 		if status != tc.status || out["code"] != tc.code || msg == "" {
 			t.Errorf("%s: %d %v, want %d %s with a message", tc.name, status, out, tc.status, tc.code)
 		}
 	}
 	// Nothing was created by the refusals.
-	if status, out := adminDo(t, base, "GET", "/admin/api/queues", ""); status != 200 || len(out["queues"].([]any)) > 1 {
+	if status, out := queueAdminDo(t, base, "GET", "/admin/api/queues", ""); status != 200 || len(out["queues"].([]any)) > 1 {
 		t.Fatalf("queues after bad input: %v", out)
 	}
 	_ = bytes.MinRead

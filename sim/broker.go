@@ -70,6 +70,11 @@ type Broker struct {
 	// scenario has one; otherwise such envelopes are dropped, as the
 	// production driver drops answers nobody waits for.
 	operator func(env node.Envelope, bounced bool)
+	// quarantinesSeen is the Node's QuarantinesTotal last seen (this
+	// process); operatorSeq numbers the simulated operator's repairs
+	// (broker_quarantine.go).
+	quarantinesSeen uint64
+	operatorSeq     uint64
 }
 
 // BrokerStats counts what a broker went through.
@@ -83,6 +88,8 @@ type BrokerStats struct {
 	Snapshots   uint64
 	LoadFails   uint64
 	ReadFaults  uint64
+	// Quarantines counts partitions the Node parked (broker_quarantine.go).
+	Quarantines uint64
 }
 
 type envelopePair struct{ from, to node.Address }
@@ -304,7 +311,11 @@ func (b *Broker) stepNode(in node.Input, trigger string) {
 			return
 		}
 	}
+	quarantine := rd.Quarantine
 	b.apply(node.NodeAddr(), rd, nil, nil)
+	if quarantine != nil {
+		b.noteQuarantine(quarantine)
+	}
 	b.scheduleWake(&b.nodeWake, rd.WakeMs, func() { b.stepNode(&node.Tick{NowMs: b.nowMs()}, "tick") })
 }
 
@@ -590,9 +601,9 @@ func (b *Broker) load(req node.LoadRequest) {
 		}
 		cfg := b.w.partitionConfig(req.Config)
 		ps := b.shadowOf(q, cfg)
-		p, err := b.store.openPartition(ps, cfg)
+		p, cut, err := b.store.openPartition(ps, cfg, req.Truncate)
 		if err != nil {
-			b.stepNode(&node.LoadDone{NowMs: b.nowMs(), Queue: q, Err: err}, "load_done")
+			b.stepNode(loadFailed(b.nowMs(), q, err), "load_done")
 			return
 		}
 		req.Config = cfg
@@ -602,7 +613,7 @@ func (b *Broker) load(req node.LoadRequest) {
 		b.hostOrder = append(b.hostOrder, h)
 		b.stepHost(h, &node.Tick{NowMs: b.nowMs()}, "load")
 		if b.up && b.hosts[q] == h {
-			b.stepNode(&node.LoadDone{NowMs: b.nowMs(), Queue: q}, "load_done")
+			b.stepNode(&node.LoadDone{NowMs: b.nowMs(), Queue: q, Cut: cut}, "load_done")
 		}
 	})
 }

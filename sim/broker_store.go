@@ -164,18 +164,22 @@ func (s *brokerStore) openNodeLog() ([]byte, []node.Record, error) {
 // openPartition recovers one partition and checks the recovered state
 // against the state derived from the durable prefix of what was written
 // (DESIGN.md item 10), recording both hashes for the checker.
-func (s *brokerStore) openPartition(ps *partShadow, cfg core.Config) (*core.Partition, error) {
+// truncate is LoadRequest.Truncate (broker_quarantine.go); the cut it
+// made, if any, comes back for LoadDone.Cut.
+func (s *brokerStore) openPartition(ps *partShadow, cfg core.Config, truncate bool) (*core.Partition, *node.LoadCut, error) {
 	dir := partsDir + "/" + partDirName(ps.queue)
 	s.recoveryFaults()
-	l, rec, err := storage.Open(s.env, dir, simStorageOptions())
+	l, rec, err := storage.Open(s.env, dir, openOptions(truncate))
 	s.setFaults()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p, err := core.Recover(cfg, rec.Snapshot, rec.Entries)
 	if err != nil {
+		// The shadow checks say the log is what was written: a log core
+		// recovery refuses here is a defect, not damage.
 		s.b.w.abort(fmt.Sprintf("broker %d recovery of %s: %v", s.b.id, ps.queue, err))
-		return nil, err
+		return nil, nil, err
 	}
 	st := &partStore{queue: ps.queue, log: l, planner: storage.NewPlanner(simStorageOptions(), l.LastIndex(), l.SnapshotIndex()),
 		reader: storage.NewPayloadReader(s.env.FS, dir)}
@@ -192,7 +196,7 @@ func (s *brokerStore) openPartition(ps *partShadow, cfg core.Config) (*core.Part
 		s.recovered[ps.queue] = rec
 	}
 	s.recordRecovery(ps, cfg, p)
-	return p, nil
+	return p, cutOf(rec), nil
 }
 
 func snapshotHash(b []byte) string {

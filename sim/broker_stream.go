@@ -83,9 +83,9 @@ func (b *Broker) loadStream(req node.LoadRequest) {
 		return
 	}
 	ss := b.streamShadowOf(q)
-	p, err := b.store.openStreamPartition(ss, req)
+	p, cut, err := b.store.openStreamPartition(ss, req)
 	if err != nil {
-		b.stepNode(&node.LoadDone{NowMs: b.nowMs(), Queue: q, Err: err}, "load_done")
+		b.stepNode(loadFailed(b.nowMs(), q, err), "load_done")
 		return
 	}
 	m, err := node.NewStreamHost(b.cfg, p, req)
@@ -102,7 +102,7 @@ func (b *Broker) loadStream(req node.LoadRequest) {
 	// one it follows (it once did not: streams seed 265 --swarm).
 	b.stepStream(sh, &node.Tick{NowMs: b.nowMs()}, "load")
 	if b.up && b.streams[q] == sh {
-		b.stepNode(&node.LoadDone{NowMs: b.nowMs(), Queue: q}, "load_done")
+		b.stepNode(&node.LoadDone{NowMs: b.nowMs(), Queue: q, Cut: cut}, "load_done")
 	}
 }
 
@@ -208,13 +208,13 @@ func (b *Broker) routeStreamDeliveries(env node.Envelope) {
 }
 
 // openStreamPartition recovers one stream partition from its Log.
-func (s *brokerStore) openStreamPartition(ss *streamShadow, req node.LoadRequest) (*stream.Partition, error) {
+func (s *brokerStore) openStreamPartition(ss *streamShadow, req node.LoadRequest) (*stream.Partition, *node.LoadCut, error) {
 	dir := partsDir + "/" + partDirName(ss.queue)
 	s.recoveryFaults()
-	l, rec, err := storage.Open(s.env, dir, simStorageOptions())
+	l, rec, err := storage.Open(s.env, dir, openOptions(req.Truncate))
 	s.setFaults()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var p *stream.Partition
 	if rec.Snapshot == nil && len(rec.Entries) == 0 {
@@ -225,7 +225,7 @@ func (s *brokerStore) openStreamPartition(ss *streamShadow, req node.LoadRequest
 	if err != nil {
 		l.Close()
 		s.b.w.abort(fmt.Sprintf("broker %d recovery of stream %s: %v", s.b.id, ss.queue, err))
-		return nil, err
+		return nil, nil, err
 	}
 	st := &partStore{queue: ss.queue, log: l, planner: storage.NewPlanner(simStorageOptions(), l.LastIndex(), l.SnapshotIndex())}
 	if old := s.parts[ss.queue]; old != nil {
@@ -234,7 +234,7 @@ func (s *brokerStore) openStreamPartition(ss *streamShadow, req node.LoadRequest
 	s.parts[ss.queue] = st
 	s.partOrder = append(s.partOrder, st)
 	s.b.recordStreamRecovery(ss, p)
-	return p, nil
+	return p, cutOf(rec), nil
 }
 
 func (s *brokerStore) bindStream(sh *brokerStreamHost) {

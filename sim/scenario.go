@@ -177,6 +177,10 @@ const (
 	FaultPowerLoss        FaultKind = 6 // power loss of node Target now
 	FaultDropSessions     FaultKind = 7 // Ratio of the clients drop their links (sessions go dormant)
 	FaultSlowConsumers    FaultKind = 8 // Ratio of the consumers stop reading for DurationMs
+	// FaultCorruptRecord crashes node Target and damages a synced record of
+	// the log of partition Target of the catalogue on its disk
+	// (broker_quarantine.go): recovery quarantines it (SPEC 7).
+	FaultCorruptRecord FaultKind = 9
 )
 
 func (k FaultKind) String() string {
@@ -197,6 +201,8 @@ func (k FaultKind) String() string {
 		return "drop-sessions"
 	case FaultSlowConsumers:
 		return "slow-consumers"
+	case FaultCorruptRecord:
+		return "corrupt-record"
 	}
 	return fmt.Sprintf("fault(%d)", uint8(k))
 }

@@ -236,6 +236,8 @@ func (w *World) scheduledBrokerFault(sf ScheduledFault) {
 		if b.up {
 			b.crash("scheduled", true)
 		}
+	case FaultCorruptRecord:
+		b.corruptRecord(sf.Target) // broker_quarantine.go
 	case FaultPartition:
 		w.fabric.partition(sf.Ratio, sf.DurationMs, "scheduled")
 	case FaultClockJump:

@@ -260,7 +260,7 @@ func (w *World) finishBrokers() {
 		}
 		b.store.crash(false)
 		for _, ps := range b.sortedShadows() {
-			if _, err := b.store.openPartition(ps, ps.cfg); err != nil {
+			if _, _, err := b.store.openPartition(ps, ps.cfg, false); err != nil {
 				w.abort(fmt.Sprintf("broker %d: final recovery of %s: %v", b.id, ps.queue, err))
 				return
 			}

@@ -512,6 +512,10 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	walErr := l.wal.Close() // fsyncs the tail once more, even with NoSync
+	if l.opts.MarkCleanClose && l.failed == nil && syncErr == nil && walErr == nil {
+		// Everything up to lastIndex is synced (closedmark.go).
+		walErr = writeClosedMark(l.fs, l.dir, l.lastIndex)
+	}
 	blobErr := l.closeBlobs()
 	l.reader.closeAll()
 	// A log reopened in this process must not see files vanish under it.

@@ -51,6 +51,15 @@ type Options struct {
 	DeferrableEntriesMax int
 	// OnCorruption is what Open does with corruption that is not a torn tail.
 	OnCorruption CorruptionPolicy
+	// CutFromIndex, when not 0, makes Open treat the record at that index
+	// (if the log holds it) as the first bad record (CutRequested): core
+	// recovery refused its entry, and a repair (SPEC 7) cuts there. Only
+	// with CorruptionTruncate; every record before it is kept.
+	CutFromIndex uint64
+	// MarkCleanClose makes Close leave a clean-close mark (closedmark.go)
+	// so that the next Open takes damage to the last round for corruption,
+	// not a torn tail. Open honours a mark whatever this says.
+	MarkCleanClose bool
 	// BlobPayloadBytesMin: a publish payload at least this long is written
 	// to the blob files (blob.go) and its tidwall record holds a reference;
 	// shorter ones stay inline, where a reference (24 bytes) and a second
@@ -102,6 +111,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("logstore options: DeferrableWaitMax must not be negative and DeferrableEntriesMax must be at least 1")
 	case o.OnCorruption != CorruptionRefuse && o.OnCorruption != CorruptionTruncate:
 		return fmt.Errorf("logstore options: OnCorruption %d is not a policy", o.OnCorruption)
+	case o.CutFromIndex != 0 && o.OnCorruption != CorruptionTruncate:
+		return fmt.Errorf("logstore options: CutFromIndex needs OnCorruption CorruptionTruncate")
 	case o.BlobPayloadBytesMin < 1:
 		return fmt.Errorf("logstore options: BlobPayloadBytesMin must be at least 1")
 	case o.BlobFileSizeBytes < 1:

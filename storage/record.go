@@ -287,6 +287,11 @@ const (
 	CutBlobMissing  CutReason = 10
 	CutBlobShort    CutReason = 11
 	CutBlobChecksum CutReason = 12
+	// CutRequested: Options.CutFromIndex asked for a cut at this record,
+	// which passed every check here: core recovery refused the entry (a
+	// settle of a message past the log's tail, SPEC 7), and a repair cuts
+	// there.
+	CutRequested CutReason = 13
 )
 
 func (r CutReason) String() string {
@@ -317,6 +322,8 @@ func (r CutReason) String() string {
 		return "blob file too short"
 	case CutBlobChecksum:
 		return "blob checksum mismatch"
+	case CutRequested:
+		return "entry refused by recovery"
 	}
 	return "unknown"
 }

@@ -73,8 +73,17 @@ func (l *Log) recover() (Recovered, error) {
 		return rec, err
 	}
 	isNew := len(listing.segments) == 0 && snapshotIndex == 0
-	segments, scan, err := l.scanAndCut(&rec, listing.segments, snapshotIndex, newBlobReader(l.fs, l.dir, listing.blobs))
+	closedMark, err := readClosedMark(l.fs, l.dir)
 	if err != nil {
+		return rec, err
+	}
+	segments, scan, err := l.scanAndCut(&rec, listing.segments, snapshotIndex, newBlobReader(l.fs, l.dir, listing.blobs), closedMark)
+	if err != nil {
+		return rec, err
+	}
+	// Serving from here on: the mark would claim too much after a cut or
+	// the next append (made durable by the directory sync below).
+	if err := removeClosedMark(l.fs, l.dir); err != nil {
 		return rec, err
 	}
 	if len(segments) == 0 || scan.lastIndex < snapshotIndex {
@@ -169,8 +178,8 @@ func syncFile(fs fsys.FS, dir, name string) error {
 
 // scanAndCut scans the segments and makes the cut the policy allows. It
 // returns the segments left.
-func (l *Log) scanAndCut(rec *Recovered, segments []segmentFile, snapshotIndex uint64, blobs *blobReader) ([]segmentFile, scanResult, error) {
-	scan, err := scanSegments(l.fs, l.dir, segments, snapshotIndex, blobs)
+func (l *Log) scanAndCut(rec *Recovered, segments []segmentFile, snapshotIndex uint64, blobs *blobReader, closedMark uint64) ([]segmentFile, scanResult, error) {
+	scan, err := scanSegments(l.fs, l.dir, segments, snapshotIndex, blobs, scanOptions{cutFrom: l.opts.CutFromIndex, closedMark: closedMark})
 	if err != nil || scan.cut == nil {
 		return segments, scan, err
 	}

@@ -225,9 +225,19 @@ type readSpan struct {
 // must not cost the entries after them. A blob record's payload is read
 // back from blobs and checked as part of its record: a payload that cannot
 // be read is a bad record at that index.
-func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex uint64, blobs *blobReader) (scanResult, error) {
+// scanOptions are what Open adds to a scan: a cut asked for
+// (Options.CutFromIndex, 0: none), and the index a clean-close mark
+// claims synced (closedmark.go; 0: none), counted as a synced mark.
+type scanOptions struct {
+	cutFrom    uint64
+	closedMark uint64
+}
+
+func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex uint64, blobs *blobReader, opts scanOptions) (scanResult, error) {
 	var res scanResult
 	res.lastIndex = snapshotIndex
+	res.syncedMark = opts.closedMark
+	cutFrom := opts.cutFrom
 	if len(segments) == 0 {
 		return res, nil
 	}
@@ -262,6 +272,9 @@ func scanSegments(fs fsys.FS, dir string, segments []segmentFile, snapshotIndex 
 				reason = CutBadFrame
 			case next > snapshotIndex:
 				e, ref, isBlob, reason = checkRecord(f.data, next, res.lastEpoch, skipCRC || (acceptTorn && f.reachesEOF && k == len(segments)-1))
+			}
+			if reason == CutNone && cutFrom != 0 && next >= cutFrom && next > snapshotIndex {
+				reason = CutRequested
 			}
 			if reason == CutNone && isBlob && !res.refFollows(ref) {
 				reason = CutUndecodable

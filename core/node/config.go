@@ -81,6 +81,10 @@ type Config struct {
 	// DeadLettersInflightMax bounds one partition's copies on their way.
 	DeadLettersInflightMax int
 
+	// RecoveryOnMismatch is SPEC 7 recovery.on_mismatch: what a partition
+	// log that fails a recovery check means (msg_quarantine.go).
+	RecoveryOnMismatch MismatchPolicy
+
 	// LegacyBootCount is the boot count an older broker kept in its own
 	// file in the data directory (0: none): the Node's boot counter
 	// continues above it, so delivery tags never repeat across an upgrade.
@@ -151,6 +155,8 @@ func (c Config) Validate() error {
 		return errors.New("node config: dead-letter backoff needs 0 < min <= max")
 	case c.DeadLettersInflightMax < 1:
 		return errors.New("node config: dead letters in flight must be at least 1")
+	case c.RecoveryOnMismatch > MismatchIgnore:
+		return errors.New("node config: recovery on_mismatch must be quarantine, refuse or ignore")
 	}
 	if err := c.StreamPartition.Validate(); err != nil {
 		return err

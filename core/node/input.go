@@ -120,6 +120,11 @@ type LoadDone struct {
 	NowMs int64
 	Queue core.QueueID
 	Err   error
+	// Damage: the log failed a recovery check and was not loaded (SPEC 7;
+	// the Node decides what that means, node_quarantine.go). Err is nil.
+	Damage *LoadDamage
+	// Cut: a load with LoadRequest.Truncate cut the log first.
+	Cut *LoadCut
 }
 
 // SnapshotDone answers a SnapshotRequest.

@@ -86,6 +86,8 @@ type Node struct {
 	cohortsDueMs   int64 // when the oldest dirty cohort became dirty
 	// qops: operator queue operations in progress (node_queueops.go).
 	qops queueOpsState
+	// quar is the quarantine set (node_quarantine.go).
+	quar quarantineState
 
 	rd Ready
 	// carry keeps the Ready NewNode filled (the boot record) for the first
@@ -418,6 +420,8 @@ func (n *Node) onDeliver(in *Deliver) {
 		n.onDeleteQueue(from, msg)
 	case *InflightCount:
 		n.onInflightCount(from, msg)
+	case *RepairQuarantine:
+		n.onRepairQuarantine(from, msg)
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T envelope", msg))
 	}
@@ -444,7 +448,7 @@ func (n *Node) onBounced(in *Bounced) {
 		n.inflightAnswered(in.Envelope.To.Queue, msg.Token, 0) // gone, and its leases with it
 	case *PartitionDeleted, *QueueList, *QueueDeleteResult:
 		// The partition stopped already; an operator that gave up.
-	case *Opened, *Declared, *ShuttingDown, *DeadLetterFailed, *CohortJoined, *AssignmentNotice, *SetOwner:
+	case *Opened, *Declared, *ShuttingDown, *DeadLetterFailed, *CohortJoined, *AssignmentNotice, *SetOwner, *QuarantineRepaired:
 		// CohortJoined, AssignmentNotice: the session ended (its
 		// SessionEnded cleans its cohorts up). SetOwner: the partition was
 		// unloaded; its subscriptions went with it, and so will their

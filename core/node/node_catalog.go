@@ -158,6 +158,10 @@ func (n *Node) openPartition(key queueKey, o opener) {
 		return
 	}
 	id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: o.partition}
+	if err := n.quarantineRefusal(id); err != nil {
+		n.failOpener(key, o, err)
+		return
+	}
 	pe := n.partitions[id]
 	switch {
 	case pe != nil && pe.loaded && pe.settingsOutstanding(pe.settingsSentSeq):
@@ -240,6 +244,9 @@ func (n *Node) onLoadDone(in *LoadDone) {
 	pe := n.partitions[in.Queue]
 	assertHold(pe != nil && !pe.loaded, "LoadDone answers a LoadRequest")
 	key := queueKey{Topic: in.Queue.Topic, Group: in.Queue.Group}
+	if n.quarantineLoadDone(in, pe) {
+		return // a damaged log, or a repair's load (node_quarantine.go)
+	}
 	waiters := pe.waiters
 	pe.waiters = nil
 	if in.Err != nil {
@@ -285,6 +292,10 @@ func (n *Node) onDeclareQueue(from Address, d *DeclareQueue) {
 	// client's retry (PROTOCOL 6.2) sees the same state it would have.
 	if len(n.gated)+len(n.heldDeclares) >= declaresWaitingMax {
 		n.send(from, &Declared{Token: d.Token, Err: core.ErrCatalogBehind})
+		return
+	}
+	if err := n.quarantineBlocksDeclare(key); err != nil {
+		n.send(from, &Declared{Token: d.Token, Err: err})
 		return
 	}
 	next, err := n.resolveDeclare(key, d)

@@ -23,6 +23,9 @@ func (n *Node) CheckInvariants() error {
 	if err := n.checkCohorts(); err != nil {
 		return err
 	}
+	if err := n.checkQuarantine(); err != nil {
+		return err
+	}
 	// The log: storage cannot have made durable what was never appended,
 	// and this process's boot record is in it.
 	// A durable index past the last append means a Persisted input claimed a
@@ -186,7 +189,7 @@ func (n *Node) checkCatalog() error {
 			return fmt.Errorf("partition %v loaded or loading outside the catalogue", id)
 		case pe.loaded && len(pe.waiters) > 0:
 			return fmt.Errorf("loaded partition %v has %d waiters", id, len(pe.waiters))
-		case !pe.loaded && len(pe.waiters) == 0:
+		case !pe.loaded && len(pe.waiters) == 0 && !n.repairing(id):
 			return fmt.Errorf("partition %v loading for nobody", id)
 		// Partitions take their TagFloor from the boot counter: one loaded before
 		// the boot record is durable could reuse an earlier boot's delivery tags.
@@ -277,7 +280,7 @@ func (n *Node) checkStreamPartition(id core.QueueID, pe *partitionEntry) error {
 		return fmt.Errorf("stream partition %v loaded or loading outside the catalogue", id)
 	case pe.loaded && len(pe.waiters) > 0:
 		return fmt.Errorf("loaded stream partition %v has %d waiters", id, len(pe.waiters))
-	case !pe.loaded && len(pe.waiters) == 0:
+	case !pe.loaded && len(pe.waiters) == 0 && !n.repairing(id):
 		return fmt.Errorf("stream partition %v loading for nobody", id)
 	case !n.bootDurable():
 		return fmt.Errorf("stream partition %v requested before the boot record is durable", id)

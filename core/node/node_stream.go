@@ -113,6 +113,10 @@ func (n *Node) openStreamPartition(key queueKey, o opener) {
 		return
 	}
 	id := core.QueueID{Topic: key.Topic, Partition: o.partition}
+	if err := n.quarantineRefusal(id); err != nil {
+		n.failOpener(key, o, err)
+		return
+	}
 	pe := n.partitions[id]
 	switch {
 	case pe != nil && pe.loaded:

@@ -57,7 +57,9 @@ type Ready struct {
 	// Counted (Session): what this step did that the broker's metrics
 	// count (SPEC 13). Counting never decides anything.
 	Counted SessionCounted
-	WakeMs  int64
+	// Quarantine (Node): the quarantine set, when this step changed it.
+	Quarantine *QuarantineReport
+	WakeMs     int64
 }
 
 // SessionCounted is what one Session step did that only the machine knows:
@@ -109,6 +111,9 @@ type LoadRequest struct {
 	Config   core.Config // TagFloor and Epoch filled in by the Node
 	Settings DeclareSettings
 	Kind     PartitionKind
+	// Truncate: cut the log at its first bad record (and report it in
+	// LoadDone.Cut) instead of refusing it as damaged (node_quarantine.go).
+	Truncate bool
 	// KindStream only.
 	StreamConfig stream.Config
 	Stream       core.StreamSettings

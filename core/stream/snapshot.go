@@ -118,10 +118,10 @@ func Load(cfg Config, snapshot []byte, entries []core.Entry) (*Partition, error)
 	for i := range entries {
 		e := &entries[i]
 		if e.Index != p.lastIndex+1 {
-			return nil, fmt.Errorf("stream entry %d after %d: %w", e.Index, p.lastIndex, core.ErrNonContiguousLog)
+			return nil, &core.RecoveryError{Index: e.Index, Err: fmt.Errorf("stream entry %d after %d: %w", e.Index, p.lastIndex, core.ErrNonContiguousLog)}
 		}
 		if e.Epoch < p.lastEpoch {
-			return nil, fmt.Errorf("stream entry %d epoch %d after %d: %w", e.Index, e.Epoch, p.lastEpoch, core.ErrEpochWentBack)
+			return nil, &core.RecoveryError{Index: e.Index, Err: fmt.Errorf("stream entry %d epoch %d after %d: %w", e.Index, e.Epoch, p.lastEpoch, core.ErrEpochWentBack)}
 		}
 		if err := p.applyRecovered(e); err != nil {
 			return nil, err
@@ -152,7 +152,7 @@ func (p *Partition) applyRecovered(e *core.Entry) (err error) {
 	// same broken rule means a bad log, which is reported, not a crash loop.
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("stream entry %d (kind %d): %v: %w", e.Index, e.Kind, r, core.ErrInconsistentLog)
+			err = &core.RecoveryError{Index: e.Index, Err: fmt.Errorf("stream entry %d (kind %d): %v: %w", e.Index, e.Kind, r, core.ErrInconsistentLog)}
 		}
 	}()
 	p.apply(e)

@@ -307,6 +307,11 @@ func (b *Broker) applyActorReady(a *actor, rd *node.Ready, w *worklist) {
 	assertTrue(len(rd.PersistEntries) == 0, "only Hosts persist partition entries")
 	b.applySends(a, rd.Sends, rd.Close, w)
 	b.metrics.countSession(&rd.Counted)
+	if rd.Quarantine != nil {
+		// An observation (admin_quarantine.go), published before the
+		// step's answers go out: a repair's caller then reads the new set.
+		b.metrics.quarantine.Store(rd.Quarantine)
+	}
 	for _, env := range rd.Out {
 		assertTrue(env.From == a.addr, "a machine sends only as itself")
 		if env.To.Kind == node.AddrPartition {

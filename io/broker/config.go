@@ -60,6 +60,10 @@ type Config struct {
 	// payload that is in a blob file is dropped from memory and read back
 	// from the file when it is delivered, so a backlog costs disk, not RAM.
 	ResidentPayloadBytesMax int64
+	// RecoveryOnMismatch is SPEC 7 recovery.on_mismatch: what a partition
+	// log that fails a recovery check means (quarantine by default, the
+	// zero value; core/node msg_quarantine.go).
+	RecoveryOnMismatch node.MismatchPolicy
 	// SnapshotEntriesMin is the fewest log entries between two snapshots of
 	// a partition.
 	SnapshotEntriesMin int
@@ -173,6 +177,7 @@ func (c Config) nodeConfig() node.Config {
 	nc.QueuesMax = c.QueuesMax
 	nc.ResidentPayloadBytesMax = c.ResidentPayloadBytesMax
 	nc.SnapshotEntriesMin = c.SnapshotEntriesMin
+	nc.RecoveryOnMismatch = c.RecoveryOnMismatch
 	nc.Partition = c.Partition
 	nc.StreamPartition = c.StreamPartition
 	return nc

@@ -84,30 +84,27 @@ func (b *Broker) startLoad(req node.LoadRequest) {
 	b.loads.Add(1)
 	go func() {
 		defer b.loads.Done()
-		err := b.load(req)
+		out, err := b.load(req)
 		if err != nil {
 			b.log.Error("partition failed to load", "partition", req.Queue.String(), "kind", kindName(req.Kind), "err", err)
 		}
-		b.deliverTo(b.nodeActor, &node.LoadDone{Queue: req.Queue, Err: err})
+		if out.damage != nil {
+			b.log.Error("partition log is damaged; not loaded (recovery.on_mismatch decides what follows)", "partition", req.Queue.String(),
+				"kind", kindName(req.Kind), "damage", out.damage.Kind, "reason", out.damage.Reason)
+		}
+		b.deliverTo(b.nodeActor, &node.LoadDone{Queue: req.Queue, Err: err, Damage: out.damage, Cut: out.cut})
 	}()
 }
 
-func (b *Broker) load(req node.LoadRequest) error {
+func (b *Broker) load(req node.LoadRequest) (recoveryOutcome, error) {
 	if b.stopped() {
-		return errBrokerClosing
+		return recoveryOutcome{}, errBrokerClosing
 	}
 	dir := partitionDir(b.cfg.DataDir, req.Kind, req.Queue)
-	log, rec, err := logstore.Open(dir, logstore.DefaultOptions())
-	if err != nil {
-		return fmt.Errorf("%s %s: open log: %w", kindName(req.Kind), req.Queue, err)
-	}
-	if rec.TruncatedTail {
-		b.log.Warn("partition log had a torn tail; cut at the last valid record", "partition", req.Queue.String(), "kind", kindName(req.Kind))
-	}
-	h, lastIndex, err := b.recoverMachine(req, rec)
-	if err != nil {
-		log.Close()
-		return fmt.Errorf("%s %s: recover: %w", kindName(req.Kind), req.Queue, err)
+	// The recovery checks (quarantine_load.go): damage comes back in out.
+	log, h, lastIndex, out, err := b.openRecovered(req, dir)
+	if err != nil || out.damage != nil {
+		return out, err
 	}
 	r := &hostRunner{
 		b: b, id: req.Queue, addr: node.PartitionAddr(req.Queue), log: log,
@@ -125,7 +122,7 @@ func (b *Broker) load(req node.LoadRequest) error {
 		b.hostMu.Unlock()
 		r.committer.Close()
 		log.Close()
-		return errBrokerClosing
+		return out, errBrokerClosing
 	}
 	assertTrue(b.hosts[req.Queue] == nil, "the Node loads a partition once")
 	b.hosts[req.Queue] = r
@@ -133,7 +130,7 @@ func (b *Broker) load(req node.LoadRequest) error {
 	go r.run()
 	// The Host's first step applies settings and recovery timers.
 	r.push(&node.Tick{})
-	return nil
+	return out, nil
 }
 
 // recoverMachine rebuilds the partition's machine from what its log held,

@@ -47,6 +47,9 @@ type metrics struct {
 	residentPayloadBytes atomic.Int64
 	payloadsRead         atomic.Uint64 // stored payloads read back for delivery
 	streamEntriesRead    atomic.Uint64 // stream log entries read back for lagging subscribers
+	// quarantine is the Node's last quarantine report (Ready.Quarantine;
+	// nil: nothing parked since start).
+	quarantine atomic.Pointer[node.QuarantineReport]
 }
 
 // countEnvelope counts what the router sees pass: client publishes into
@@ -105,14 +108,17 @@ type Counters struct {
 	// StreamEntriesRead stream log entries read back for lagging
 	// subscribers; StorageWriteRounds durable partition log write rounds.
 	PayloadsRead, StreamEntriesRead, StorageWriteRounds uint64
+	// Quarantines counts partitions parked by recovery checks since start
+	// (SPEC 7); Quarantined is the gauge of those parked now.
+	Quarantines uint64
 	// Gauges.
-	ConnectionsOpen, ResidentPayloadBytes int64
+	ConnectionsOpen, ResidentPayloadBytes, Quarantined int64
 }
 
 // Counters returns the current counters. It takes no lock.
 func (b *Broker) Counters() Counters {
 	m := b.metrics
-	return Counters{
+	c := Counters{
 		Published: m.published.Load(), Delivered: m.delivered.Load(), Redelivered: m.redelivered.Load(),
 		Acked: m.acked.Load(), Discarded: m.discarded.Load(), DeadLettered: m.deadLettered.Load(),
 		TTLDropped: m.ttlDropped.Load(), Connections: m.connections.Load(), AuthFailures: m.authFailures.Load(),
@@ -122,6 +128,10 @@ func (b *Broker) Counters() Counters {
 		StorageWriteRounds: m.storageWriteRounds.Load(),
 		ConnectionsOpen:    m.connectionsOpen.Load(), ResidentPayloadBytes: m.residentPayloadBytes.Load(),
 	}
+	if q := m.quarantine.Load(); q != nil {
+		c.Quarantines, c.Quarantined = q.QuarantinesTotal, int64(len(q.Entries))
+	}
+	return c
 }
 
 // Ready says whether the broker serves: nil once New has recovered the logs
