@@ -47,6 +47,8 @@ type metrics struct {
 	residentPayloadBytes atomic.Int64
 	payloadsRead         atomic.Uint64 // stored payloads read back for delivery
 	streamEntriesRead    atomic.Uint64 // stream log entries read back for lagging subscribers
+	// Admin surface (admin_surface.go, admin_metrics.go).
+	surfaceMetrics
 }
 
 // countEnvelope counts what the router sees pass: client publishes into
@@ -93,6 +95,7 @@ func (m *metrics) countSession(c *node.SessionCounted) {
 	m.resumeNew.Add(uint64(c.HelloOks[wire.ResumeNew]))
 	m.resumed.Add(uint64(c.HelloOks[wire.ResumeResumed]))
 	m.resumeRejected.Add(uint64(c.HelloOks[wire.ResumeRejected]))
+	m.subscriptionsOpen.Add(int64(c.SubsOpened) - int64(c.SubsClosed))
 }
 
 // Counters is a snapshot of the broker's counters and gauges. Each field is
@@ -107,6 +110,11 @@ type Counters struct {
 	PayloadsRead, StreamEntriesRead, StorageWriteRounds uint64
 	// Gauges.
 	ConnectionsOpen, ResidentPayloadBytes int64
+	// BytesIn and BytesOut count wire bytes read from and written to client
+	// sockets (admin_metrics.go).
+	BytesIn, BytesOut uint64
+	// SubscriptionsOpen is the subscriptions sessions hold (queue and stream).
+	SubscriptionsOpen int64
 }
 
 // Counters returns the current counters. It takes no lock.
@@ -121,6 +129,8 @@ func (b *Broker) Counters() Counters {
 		PayloadsRead: m.payloadsRead.Load(), StreamEntriesRead: m.streamEntriesRead.Load(),
 		StorageWriteRounds: m.storageWriteRounds.Load(),
 		ConnectionsOpen:    m.connectionsOpen.Load(), ResidentPayloadBytes: m.residentPayloadBytes.Load(),
+		BytesIn: m.bytesIn.Load(), BytesOut: m.bytesOut.Load(),
+		SubscriptionsOpen: m.subscriptionsOpen.Load(),
 	}
 }
 
