@@ -69,6 +69,14 @@ func runServe(args []string) int {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's pprof profiles on this loopback HOST:PORT (off when empty)")
 	adminListen := fs.String("admin-listen", "127.0.0.1:8081", "HOST:PORT of the admin HTTP listener: GET /healthz, /readyz, /metrics (no auth: keep it on loopback; \"\" disables it; port 0 picks a free one)")
+	// Admin surface flags (issue 12, helper F): a separate block, for the
+	// config rewrite to map.
+	var admf adminFlags
+	fs.BoolVar(&admf.auth, "admin-auth", false, "require credentials on /metrics and /admin/api/* (basic auth or a POST /login session)")
+	fs.StringVar(&admf.username, "admin-username", "", "the admin user name (with --admin-auth)")
+	fs.StringVar(&admf.password, "admin-password", "", "the admin password (with --admin-auth)")
+	fs.BoolVar(&admf.allowUnauth, "admin-allow-unauthenticated", false, "accept a non-loopback --admin-listen with admin auth off")
+	fs.BoolVar(&admf.https, "admin-tls", true, "serve the admin listener over HTTPS with the broker's certificate when --tcp-tls is on (false keeps HTTP)")
 	var users userFlags
 	fs.Var(&users, "user", "seed a user NAME:PASSWORD while the user store is empty (repeatable); without users, fibril/fibril works from loopback only")
 	fs.Usage = func() {
@@ -120,27 +128,53 @@ func runServe(args []string) int {
 			return 2
 		}
 	}
-	return serve(cfg, *listen, port, *tcpTLS, !*noQUIC, *adminListen)
+	return serve(cfg, *listen, port, *tcpTLS, !*noQUIC, *adminListen, admf)
+}
+
+// adminFlags are the admin surface's flags.
+type adminFlags struct {
+	auth, allowUnauth, https bool
+	username, password       string
+}
+
+// options builds the admin listener's options.
+func (f adminFlags) options(cfg broker.Config, tlsHolder *certs.Holder, tcpTLS bool) admin.Options {
+	return admin.Options{
+		Auth:                 admin.AuthOptions{Enabled: f.auth, Username: f.username, Password: f.password},
+		AllowUnauthenticated: f.allowUnauth,
+		TLS:                  tlsHolder,
+		ServeTLS:             tcpTLS && f.https,
+		Info:                 admin.Info{Node: cfg.ServerName, Version: version, DataDir: cfg.DataDir},
+	}
 }
 
 // adminShutdownTimeout bounds how long admin requests in flight may take to
 // finish once the broker has closed.
 const adminShutdownTimeout = 2 * time.Second
 
-func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, adminListen string) int {
+func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, adminListen string, admf adminFlags) int {
 	log := cfg.Logger
 	start := time.Now()
 	raiseOpenFilesLimit(log)
+	// The TLS material is loaded before the admin listener binds: HTTPS and
+	// GET /admin/api/tls serve it, and a reload swaps it (certs.Holder).
+	material, err := certs.LoadOrCreate(cfg.DataDir, cfg.AdvertiseHost)
+	if err != nil {
+		log.Error("cannot load or create TLS material", "err", err)
+		return 1
+	}
+	tlsHolder := certs.NewHolder(material)
 	// The admin listener is bound first: a port already taken stops the
 	// start before recovery, and /readyz says 503 while recovery runs.
 	var adm *admin.Server
 	if adminListen != "" {
 		var err error
-		if adm, err = admin.Listen(adminListen, log); err != nil {
+		if adm, err = admin.ListenWith(adminListen, log, admf.options(cfg, tlsHolder, tcpTLS)); err != nil {
 			log.Error("cannot start", "err", err)
 			return 1
 		}
-		log.Info("admin listener", "addr", adm.Addr().String(), "endpoints", "/healthz /readyz /metrics")
+		log.Info("admin listener", "addr", adm.Addr().String(), "endpoints", "/healthz /readyz /metrics /admin/api/...",
+			"https", tcpTLS && admf.https, "auth", admf.auth)
 		defer func() {
 			if err := adm.Shutdown(adminShutdownTimeout); err != nil {
 				log.Warn("admin listener shutdown", "err", err)
@@ -152,18 +186,13 @@ func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, ad
 		log.Error("cannot start", "err", err)
 		return 1
 	}
-	material, err := certs.LoadOrCreate(cfg.DataDir, cfg.AdvertiseHost)
-	if err != nil {
-		log.Error("cannot load or create TLS material", "err", err)
-		return 1
-	}
 	if path, err := certs.PublishLocalTrust(material, port); err != nil {
 		log.Warn("could not publish local trust; local clients need --ca-file", "err", err)
 	} else {
 		log.Info("local clients trust this broker through", "file", path)
 	}
 	lc := transport.ListenConfig{Logger: log}
-	var tcpConf = material.ServerTLS()
+	var tcpConf = tlsHolder.ServerTLS()
 	if !tcpTLS {
 		tcpConf = nil
 	}
@@ -174,7 +203,7 @@ func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, ad
 	}
 	b.Serve(listenerAdapter{tcp})
 	if withQUIC {
-		quic, err := lc.ListenQUIC(listen, material.ServerTLS())
+		quic, err := lc.ListenQUIC(listen, tlsHolder.ServerTLS())
 		if err != nil {
 			log.Error("cannot listen on QUIC", "addr", listen, "err", err)
 			b.Close()
@@ -183,6 +212,12 @@ func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, ad
 		b.Serve(listenerAdapter{quic})
 	}
 	if adm != nil {
+		listeners := []admin.Listener{{Kind: map[bool]string{true: "tls", false: "tcp"}[tcpTLS], Addr: tcp.Addr().String()}}
+		if withQUIC {
+			listeners = append(listeners, admin.Listener{Kind: "quic", Addr: tcp.Addr().String()})
+		}
+		listeners = append(listeners, admin.Listener{Kind: "admin", Addr: adm.Addr().String()})
+		adm.SetInfo(admin.Info{Node: cfg.ServerName, Version: version, DataDir: cfg.DataDir, Listeners: listeners})
 		adm.Attach(b)
 	}
 	log.Info("fibril is serving", "tcp", tcp.Addr().String(), "tcp_tls", tcpTLS, "quic", withQUIC, "alpn", transport.ALPN,
