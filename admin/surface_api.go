@@ -149,9 +149,12 @@ func init() {
 				return err
 			}
 			created, err := s.putUser(in)
-			detail := "password changed"
-			if created {
+			detail := ""
+			switch {
+			case err == nil && created:
 				detail = "added"
+			case err == nil:
+				detail = "password changed"
 			}
 			s.audit(r, "user.put", in.Name, err, detail)
 			if err != nil {
