@@ -98,7 +98,7 @@ func newServerWith(log *slog.Logger, opts *Options) *Server {
 	s := &Server{log: log, served: make(chan struct{})}
 	s.initSurface(opts)
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(&collector{server: s},
+	registry.MustRegister(&collector{server: s}, &surfaceCollector{server: s},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),

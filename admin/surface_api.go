@@ -224,7 +224,6 @@ func (s *Server) closeConnection(r *http.Request, in closeBody) (*node.SessionCl
 	return closed, nil
 }
 
-
 func (s *Server) putUser(in userBody) (bool, error) {
 	b, err := backend[usersBackend](s)
 	if err != nil {

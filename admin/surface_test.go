@@ -491,3 +491,41 @@ func TestOverviewAndHistory(t *testing.T) {
 		t.Fatalf("history holds %d samples, want its cap %d", n, historySamples)
 	}
 }
+
+type fakeHistograms struct{ fakeSource }
+
+func (fakeHistograms) Histograms() []broker.Histogram {
+	return []broker.Histogram{{Name: broker.HistogramRoundSeconds, Count: 3, Sum: 0.006, Cumulative: map[float64]uint64{0.001: 1, 0.01: 3}},
+		{Name: broker.HistogramRoundEntries, Count: 3, Sum: 40, Cumulative: map[float64]uint64{8: 2, 32: 3}}}
+}
+func (fakeHistograms) ReconcileOutcomes() [node.ReconcileOutcomeCount]uint64 {
+	var out [node.ReconcileOutcomeCount]uint64
+	out[node.ReconcileRestored] = 5
+	return out
+}
+
+func TestSurfaceHistogramsAndOutcomes(t *testing.T) {
+	s := newServer(quietLogger())
+	s.Attach(&fakeHistograms{})
+	families := scrape(t, s.Handler())
+	h := families["fibril_storage_group_commit_seconds"]
+	if h == nil || h.Metric[0].GetHistogram().GetSampleCount() != 3 || len(h.Metric[0].GetHistogram().GetBucket()) != 3 {
+		t.Fatalf("commit seconds %v", h)
+	}
+	if e := families["fibril_storage_group_commit_entries"]; e == nil || e.Metric[0].GetHistogram().GetSampleSum() != 40 {
+		t.Fatalf("commit entries %v", e)
+	}
+	o := families["fibril_tcp_reconcile_outcomes_total"]
+	if o == nil || len(o.Metric) != int(node.ReconcileOutcomeCount) {
+		t.Fatalf("outcomes %v", o)
+	}
+	for _, m := range o.Metric {
+		want := 0.0
+		if m.Label[0].GetValue() == "restored" {
+			want = 5
+		}
+		if m.GetCounter().GetValue() != want {
+			t.Fatalf("outcome %s = %v", m.Label[0].GetValue(), m.GetCounter().GetValue())
+		}
+	}
+}

@@ -69,6 +69,10 @@ type SessionCounted struct {
 	// SubsOpened and SubsClosed count subscriptions (queue and stream) the
 	// session took on and dropped this step: the driver's open gauge.
 	SubsOpened, SubsClosed uint32
+	// Reconciles counts RECONCILE_RESULTs sent this step; ReconcileOutcomes
+	// their entries by outcome (ReconcileOutcome, session_surface.go).
+	Reconciles        uint32
+	ReconcileOutcomes [ReconcileOutcomeCount]uint32
 }
 
 // SessionInit is everything a new Session machine starts from.

@@ -88,3 +88,55 @@ func sortedStreamKeys(subs map[core.QueueID]*streamSub) []core.QueueID {
 	slices.SortFunc(keys, compareQueueIDs)
 	return keys
 }
+
+// ReconcileOutcome is a reconcile entry's outcome as SPEC 13 counts it
+// (fibril_tcp_reconcile_outcomes_total{outcome}). Append-only.
+type ReconcileOutcome uint8
+
+const (
+	ReconcileKept ReconcileOutcome = iota
+	ReconcileRestored
+	ReconcileRecreated
+	ReconcileMismatched
+	ReconcileRestoreFailed
+	ReconcileServerDropped
+	ReconcileClientClosed
+	// ReconcileOutcomeCount is the number of outcomes.
+	ReconcileOutcomeCount
+)
+
+// ReconcileOutcomeNames are the label values, by outcome.
+var ReconcileOutcomeNames = [ReconcileOutcomeCount]string{"kept", "restored", "recreated", "mismatched",
+	"restore_failed", "server_dropped", "client_closed"}
+
+// reconcileOutcome maps an entry's reason code to its counted outcome;
+// false for a code that is none of them (not counted).
+func reconcileOutcome(code wire.ReasonCode) (ReconcileOutcome, bool) {
+	switch code {
+	case wire.ReasonMatched, wire.ReasonServerIDChanged:
+		return ReconcileKept, true
+	case wire.ReasonServerRestored:
+		return ReconcileRestored, true
+	case wire.ReasonRecreate:
+		return ReconcileRecreated, true
+	case wire.ReasonServerMismatch:
+		return ReconcileMismatched, true
+	case wire.ReasonServerRestoreFailed:
+		return ReconcileRestoreFailed, true
+	case wire.ReasonServerMissing:
+		return ReconcileServerDropped, true
+	case wire.ReasonClientMissing:
+		return ReconcileClientClosed, true
+	}
+	return 0, false
+}
+
+// countReconcile counts one RECONCILE_RESULT and its entries' outcomes.
+func (s *Session) countReconcile(entries []wire.ReconcileEntry) {
+	s.rd.Counted.Reconciles++
+	for i := range entries {
+		if o, ok := reconcileOutcome(entries[i].Code); ok {
+			s.rd.Counted.ReconcileOutcomes[o]++
+		}
+	}
+}

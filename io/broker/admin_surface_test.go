@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fibril-go/fibril/core/node"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -174,5 +175,27 @@ func TestUsersFollowTheStoreAtOnce(t *testing.T) {
 	}
 	if known, match := s.lookup("carol", "pw"); !known || !match {
 		t.Fatal("the user file lost an added user")
+	}
+}
+
+// The admin surface's counting on the wire and commit paths allocates
+// nothing and takes no lock.
+func TestSurfaceMetricsDoNotAllocate(t *testing.T) {
+	m := &metrics{}
+	busy := node.SessionCounted{SubsOpened: 2, SubsClosed: 1}
+	allocs := testing.AllocsPerRun(1000, func() {
+		m.observeRound(17, 1_500_000)
+		m.countSession(&busy)
+		m.bytesIn.Add(10)
+	})
+	if allocs != 0 {
+		t.Fatalf("surface counting allocated %v times per run", allocs)
+	}
+	h := (&Broker{metrics: m}).Histograms()
+	if h[0].Count == 0 || h[0].Cumulative[0.001] != 0 || h[0].Cumulative[0.0025] != h[0].Count || h[1].Cumulative[32] != h[1].Count || h[1].Cumulative[16] != 0 {
+		t.Fatalf("histograms %+v", h)
+	}
+	if m.subscriptionsOpen.Load() <= 0 {
+		t.Fatal("open subscriptions not counted")
 	}
 }

@@ -95,7 +95,7 @@ func (m *metrics) countSession(c *node.SessionCounted) {
 	m.resumeNew.Add(uint64(c.HelloOks[wire.ResumeNew]))
 	m.resumed.Add(uint64(c.HelloOks[wire.ResumeResumed]))
 	m.resumeRejected.Add(uint64(c.HelloOks[wire.ResumeRejected]))
-	m.subscriptionsOpen.Add(int64(c.SubsOpened) - int64(c.SubsClosed))
+	m.countSurface(c) // admin_metrics.go
 }
 
 // Counters is a snapshot of the broker's counters and gauges. Each field is
@@ -115,6 +115,8 @@ type Counters struct {
 	BytesIn, BytesOut uint64
 	// SubscriptionsOpen is the subscriptions sessions hold (queue and stream).
 	SubscriptionsOpen int64
+	// Reconciles counts RECONCILE_RESULTs sent.
+	Reconciles uint64
 }
 
 // Counters returns the current counters. It takes no lock.
@@ -130,7 +132,7 @@ func (b *Broker) Counters() Counters {
 		StorageWriteRounds: m.storageWriteRounds.Load(),
 		ConnectionsOpen:    m.connectionsOpen.Load(), ResidentPayloadBytes: m.residentPayloadBytes.Load(),
 		BytesIn: m.bytesIn.Load(), BytesOut: m.bytesOut.Load(),
-		SubscriptionsOpen: m.subscriptionsOpen.Load(),
+		SubscriptionsOpen: m.subscriptionsOpen.Load(), Reconciles: m.reconciles.Load(),
 	}
 }
 
