@@ -126,7 +126,10 @@ func (s *Server) Addr() net.Addr { return s.listener.Addr() }
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Attach hands the listener the broker once it serves.
-func (s *Server) Attach(src Source) { s.source.Store(&sourceBox{src}) }
+func (s *Server) Attach(src Source) {
+	s.source.Store(&sourceBox{src})
+	s.sampleOnce(time.Now().UnixMilli()) // the history starts at the attach (surface.go)
+}
 
 // Stopping marks the broker as going away: /readyz answers 503 from now on,
 // while the broker closes and the listener keeps answering.

@@ -469,10 +469,11 @@ func TestOverviewAndHistory(t *testing.T) {
 	wantJSONError(t, do(t, s.Handler(), http.MethodGet, "/admin/api/overview"), 503, "starting")
 	f := newFakeSurface()
 	s.Attach(f)
+	t0 := time.Now().UnixMilli() // the attach took the first sample
 	f.counters.Published = 10
-	s.sampleOnce(1_000)
+	s.sampleOnce(t0 + 5_000)
 	f.counters.Published = 60
-	s.sampleOnce(6_000)
+	s.sampleOnce(t0 + 10_000)
 	var ov map[string]any
 	decodeInto(t, do(t, s.Handler(), http.MethodGet, "/admin/api/overview"), &ov)
 	rates := ov["rates_per_s"].(map[string]any)
@@ -481,11 +482,11 @@ func TestOverviewAndHistory(t *testing.T) {
 	}
 	var hist struct{ Samples []Sample }
 	decodeInto(t, do(t, s.Handler(), http.MethodGet, "/admin/api/history"), &hist)
-	if len(hist.Samples) != 2 || hist.Samples[1].PublishRate != 10 {
+	if len(hist.Samples) != 3 || hist.Samples[2].PublishRate != 10 || hist.Samples[0].Published != 0 {
 		t.Fatalf("history %+v", hist)
 	}
 	for i := range historySamples + 5 {
-		s.sampleOnce(int64(10_000 + i*5_000))
+		s.sampleOnce(t0 + int64(15_000+i*5_000))
 	}
 	if n := len(s.surf.hist.all()); n != historySamples {
 		t.Fatalf("history holds %d samples, want its cap %d", n, historySamples)
