@@ -535,7 +535,10 @@ func TestSurfaceAdminAuth(t *testing.T) {
 
 func TestSurfaceRefusesUnauthenticatedNetworkAdmin(t *testing.T) {
 	addr := "0.0.0.0:" + strconv.Itoa(freePort(t))
-	cmd := exec.Command(fibrilBin, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--admin-listen", addr)
+	// Bounded: a broker that wrongly starts is killed and the test fails.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, fibrilBin, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:"+strconv.Itoa(freePort(t)), "--admin-listen", addr)
 	out, err := cmd.CombinedOutput()
 	if code := cmd.ProcessState.ExitCode(); err == nil || code != 1 {
 		t.Fatalf("serve with an unauthenticated admin on 0.0.0.0 exited %d (%v):\n%s", code, err, out)
