@@ -120,3 +120,31 @@ func TestForceCloseOfDormantAndGatedSessions(t *testing.T) {
 		t.Fatal("a gated session was not closed")
 	}
 }
+
+// A RECONCILE_RESULT is counted once, each entry by its outcome.
+func TestReconcileOutcomesCounted(t *testing.T) {
+	h := newSessHarness(t, nil)
+	h.ready(1)
+	h.subscribe(1, core.QueueID{Topic: "kept"}, 1, true)
+	h.takeOut()
+	body := wire.ReconcileClient{Policy: wire.ReconcileConservative, Subscriptions: []wire.ReconcileSub{
+		{SubID: 99, Topic: "gone", Prefetch: 1}}}
+	payload := body.AppendTo(nil)
+	rd := h.step(&Frame{NowMs: h.now, Conn: 1, Header: wire.Header{Opcode: wire.OpReconcileClient, RequestID: 50, Version: 1,
+		PayloadSizeBytes: uint32(len(payload))}, Payload: payload})
+	entries := h.expect(1, wire.OpReconcileResult).body.(wire.ReconcileResult).Entries
+	if rd.Counted.Reconciles != 1 {
+		t.Fatalf("reconciles counted %d", rd.Counted.Reconciles)
+	}
+	want := [ReconcileOutcomeCount]uint32{}
+	for _, e := range entries {
+		o, ok := reconcileOutcome(e.Code)
+		if !ok {
+			t.Fatalf("entry code %v has no outcome", e.Code)
+		}
+		want[o]++
+	}
+	if rd.Counted.ReconcileOutcomes != want || want[ReconcileRecreated] != 1 || want[ReconcileClientClosed] != 1 {
+		t.Fatalf("outcomes %v, entries %+v", rd.Counted.ReconcileOutcomes, entries)
+	}
+}
