@@ -530,3 +530,14 @@ func TestSurfaceHistogramsAndOutcomes(t *testing.T) {
 		}
 	}
 }
+
+func TestEventsWatchersAreBounded(t *testing.T) {
+	s := newServerWith(quietLogger(), nil)
+	s.Attach(newFakeSurface())
+	for range eventWatchersMax {
+		if !s.surf.events.add(&watcher{families: map[string]bool{"overview": true}, ch: make(chan []byte, 1), dropped: make(chan struct{})}) {
+			t.Fatal("a watcher under the cap was refused")
+		}
+	}
+	wantJSONError(t, do(t, s.Handler(), http.MethodGet, "/admin/api/events"), http.StatusServiceUnavailable, "too_many_watchers")
+}
