@@ -495,11 +495,11 @@ func TestOverviewAndHistory(t *testing.T) {
 
 type fakeHistograms struct{ fakeSource }
 
-func (fakeHistograms) Histograms() []broker.Histogram {
+func (*fakeHistograms) Histograms() []broker.Histogram {
 	return []broker.Histogram{{Name: broker.HistogramRoundSeconds, Count: 3, Sum: 0.006, Cumulative: map[float64]uint64{0.001: 1, 0.01: 3}},
 		{Name: broker.HistogramRoundEntries, Count: 3, Sum: 40, Cumulative: map[float64]uint64{8: 2, 32: 3}}}
 }
-func (fakeHistograms) ReconcileOutcomes() [node.ReconcileOutcomeCount]uint64 {
+func (*fakeHistograms) ReconcileOutcomes() [node.ReconcileOutcomeCount]uint64 {
 	var out [node.ReconcileOutcomeCount]uint64
 	out[node.ReconcileRestored] = 5
 	return out
