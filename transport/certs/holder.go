@@ -117,4 +117,3 @@ func checkValidity(c *x509.Certificate, now time.Time) error {
 	}
 	return nil
 }
-
