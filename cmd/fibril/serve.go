@@ -191,6 +191,14 @@ func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, ad
 	} else {
 		log.Info("local clients trust this broker through", "file", path)
 	}
+	// A TLS reload (POST /admin/api/tls/reload) may bring a new CA: local
+	// trust follows it.
+	tlsHolder.OnReload(func(m *certs.Material) {
+		if _, err := certs.PublishLocalTrust(m, port); err != nil {
+			log.Warn("could not republish local trust after a TLS reload", "err", err)
+		}
+		log.Info("TLS material reloaded", "leaf_sha256", m.LeafFingerprintSHA256, "ca_sha256", m.CAFingerprintSHA256)
+	})
 	lc := transport.ListenConfig{Logger: log}
 	var tcpConf = tlsHolder.ServerTLS()
 	if !tcpTLS {

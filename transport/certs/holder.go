@@ -28,6 +28,17 @@ type Holder struct {
 	// reloadMu serialises reloads (the swap itself is one atomic store).
 	reloadMu sync.Mutex
 	now      func() time.Time
+	// onReload, under reloadMu, is told each material swapped in.
+	onReload func(*Material)
+}
+
+// OnReload has f called (once per successful reload, after the swap) with
+// the new material: the broker republishes its local trust file there, in
+// case the CA changed. Set it before the first Reload.
+func (h *Holder) OnReload(f func(*Material)) {
+	h.reloadMu.Lock()
+	h.onReload = f
+	h.reloadMu.Unlock()
 }
 
 // NewHolder serves m until a reload replaces it.
@@ -66,6 +77,9 @@ func (h *Holder) Reload() (*Material, error) {
 		return nil, err
 	}
 	h.cur.Store(m)
+	if h.onReload != nil {
+		h.onReload(m)
+	}
 	return m, nil
 }
 

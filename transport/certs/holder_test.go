@@ -30,6 +30,8 @@ func TestHolderReloadValidatesBeforeTheSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := NewHolder(m)
+	var told []*Material
+	h.OnReload(func(m *Material) { told = append(told, m) })
 	conf := h.ServerTLS().Clone() // listeners clone it
 	served := func() string {
 		c, err := conf.GetCertificate(nil)
@@ -69,7 +71,7 @@ func TestHolderReloadValidatesBeforeTheSwap(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Fatalf("%s: reload said %v, want %q", c.name, err, c.want)
 		}
-		if served() != m.LeafFingerprintSHA256 || h.Current() != m {
+		if served() != m.LeafFingerprintSHA256 || h.Current() != m || len(told) != 0 {
 			t.Fatalf("%s: a refused reload swapped the material", c.name)
 		}
 		restore()
@@ -83,6 +85,9 @@ func TestHolderReloadValidatesBeforeTheSwap(t *testing.T) {
 	got, err := h.Reload()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(told) != 1 || told[0] != got {
+		t.Fatalf("OnReload told %d times", len(told))
 	}
 	if got.LeafFingerprintSHA256 != fresh.LeafFingerprintSHA256 || served() != fresh.LeafFingerprintSHA256 || served() == m.LeafFingerprintSHA256 {
 		t.Fatal("a valid reload did not reach new handshakes")
