@@ -5,12 +5,13 @@ package admin
 //     (broker.Counters): the publish and deliver paths only do the atomic
 //     adds they did before, with no lock and no allocation for a metric;
 //   - every metric listed has a real source in the broker; SPEC 13 names
-//     without one (bytes in/out, protocol errors, open subscriptions,
-//     reconcile outcomes, replication) are left out rather
-//     than reported as zero (docs/admin.md);
-//   - no labels here: nothing in this collector can grow with the number
-//     of queues or clients (the per-queue gauges, labelled by partition and
-//     bounded by the loaded partitions, are queues.go's collector).
+//     without one (replication) are left out rather than reported as zero
+//     (docs/admin.md); metrics_surface.go adds wire bytes, framing errors,
+//     open subscriptions, reconciles and the group-commit histograms;
+//   - no labels here (metrics_surface.go's outcome label is a fixed set;
+//     the per-queue gauges, labelled by partition and bounded by the loaded
+//     partitions, are queues.go's collector): nothing here can grow with
+//     the number of queues or clients.
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

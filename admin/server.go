@@ -11,6 +11,7 @@ package admin
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +52,8 @@ type Server struct {
 	// logControl: the live log level and the startup configuration
 	// (api_log.go); nil until SetLogControl.
 	logControl atomic.Pointer[logControl]
+	// surf is the admin surface's state (surface.go).
+	surf surface
 }
 
 // sourceBox lets an interface value live behind an atomic.Pointer.
@@ -59,11 +62,19 @@ type sourceBox struct{ Source }
 // Listen binds addr (HOST:PORT; port 0 picks one) and starts serving. A
 // port already taken is an error naming it.
 func Listen(addr string, log *slog.Logger) (*Server, error) {
+	return listen(addr, log, nil)
+}
+
+// listen is Listen with options (ListenWith, surface.go).
+func listen(addr string, log *slog.Logger, opts *Options) (*Server, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin listener on %s: %w (is another broker or program on this port? choose one with --admin-listen, or \"\" to disable)", addr, err)
 	}
-	s := newServer(log)
+	s := newServerWith(log, opts)
+	if conf := s.tlsConfig(); conf != nil {
+		l = tls.NewListener(l, conf)
+	}
 	s.listener = l
 	s.http = &http.Server{
 		Handler:           s.handler,
@@ -75,6 +86,7 @@ func Listen(addr string, log *slog.Logger) (*Server, error) {
 	}
 	go func() {
 		defer close(s.served)
+		s.startSurface()
 		if err := s.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("admin listener stopped", "addr", l.Addr().String(), "err", err)
 		}
@@ -83,10 +95,13 @@ func Listen(addr string, log *slog.Logger) (*Server, error) {
 }
 
 // newServer builds the handlers without a socket (tests use Handler).
-func newServer(log *slog.Logger) *Server {
+func newServer(log *slog.Logger) *Server { return newServerWith(log, nil) }
+
+func newServerWith(log *slog.Logger, opts *Options) *Server {
 	s := &Server{log: log, served: make(chan struct{})}
+	s.initSurface(opts)
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(&collector{server: s}, &queueCollector{server: s}, // queues.go
+	registry.MustRegister(&collector{server: s}, &queueCollector{server: s}, &surfaceCollector{server: s}, // queues.go, metrics_surface.go
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -103,7 +118,7 @@ func newServer(log *slog.Logger) *Server {
 		writeError(w, http.StatusNotFound, "not_found",
 			fmt.Sprintf("no admin endpoint at %s; this broker serves /healthz, /readyz, /metrics and /admin/api/... (docs/admin.md lists them)", r.URL.Path))
 	})
-	s.handler = mux
+	s.handler = s.withAuth(mux) // auth.go: a no-op when admin auth is off
 	return s
 }
 
@@ -114,7 +129,10 @@ func (s *Server) Addr() net.Addr { return s.listener.Addr() }
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Attach hands the listener the broker once it serves.
-func (s *Server) Attach(src Source) { s.source.Store(&sourceBox{src}) }
+func (s *Server) Attach(src Source) {
+	s.source.Store(&sourceBox{src})
+	s.sampleOnce(time.Now().UnixMilli()) // the history starts at the attach (surface.go)
+}
 
 // Stopping marks the broker as going away: /readyz answers 503 from now on,
 // while the broker closes and the listener keeps answering.
@@ -124,6 +142,7 @@ func (s *Server) Stopping() { s.stopping.Store(true) }
 // timeout.
 func (s *Server) Shutdown(timeout time.Duration) error {
 	s.Stopping()
+	s.stopSurface()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := s.http.Shutdown(ctx)

@@ -37,6 +37,8 @@ func genValue(t *rapid.T, k *Key, label string) Value {
 			return Str("")
 		}
 		return Str("127.0.0.1:" + strconv.Itoa(rapid.IntRange(0, 65535).Draw(t, label)))
+	case "admin.auth.username", "admin.auth.password":
+		return Str(rapid.StringMatching(`[a-zA-Z0-9_.-]{0,12}`).Draw(t, label))
 	case "broker.listener.advertise":
 		return Str(rapid.StringMatching(`([a-z][a-z0-9-]{0,10}(\.[a-z]{2,5})?)?`).Draw(t, label))
 	case "connection.frame_payload_max_bytes":
@@ -71,6 +73,9 @@ func genValue(t *rapid.T, k *Key, label string) Value {
 
 // tomlLiteral writes v as TOML (real passwords, unlike valueText).
 func tomlLiteral(k *Key, v Value, asStrings bool) string {
+	if k.Kind == KindString {
+		return strconv.Quote(v.Str) // valueText would redact a secret
+	}
 	if k.Kind != KindUsers {
 		return valueText(k, v)
 	}

@@ -70,11 +70,21 @@ func Table() []Key {
 		// tls.
 		{Name: "tls.enabled", Kind: KindBool, Flag: "tcp-tls",
 			Doc: "serve TCP with TLS (plaintext clients get error 426); QUIC is always TLS 1.3 with the same material"},
+		{Name: "tls.admin_enabled", Kind: KindBool, Flag: "admin-tls", Default: Bool(true),
+			Doc: "serve the admin listener over HTTPS with the broker's certificate when tls.enabled is on (false keeps HTTP)"},
 
 		// admin.
 		{Name: "admin.listener.bind", Kind: KindString, Flag: "admin-listen", Default: Str("127.0.0.1:8081"),
-			Doc:   "HOST:PORT of the admin HTTP listener (no auth yet: keep it on loopback; \"\" disables it; port 0 picks a free one)",
+			Doc:   "HOST:PORT of the admin HTTP listener (\"\" disables it; port 0 picks a free one; off loopback it needs admin.auth.enabled)",
 			Check: optional(hostPort(0))},
+		{Name: "admin.auth.enabled", Kind: KindBool, Flag: "admin-auth",
+			Doc: "require credentials on /metrics and /admin/api/* (basic auth, or a POST /login session); needs admin.auth.username and admin.auth.password"},
+		{Name: "admin.auth.username", Kind: KindString, Flag: "admin-username",
+			Doc: "the admin user name (with admin.auth.enabled)"},
+		{Name: "admin.auth.password", Kind: KindString, Flag: "admin-password", Secret: true,
+			Doc: "the admin password (with admin.auth.enabled; prefer the file or FIBRIL_ADMIN_AUTH_PASSWORD to a flag, which ps shows)"},
+		{Name: "admin.allow_unauthenticated", Kind: KindBool, Flag: "admin-allow-unauthenticated",
+			Doc: "accept a non-loopback admin.listener.bind with admin.auth.enabled off (otherwise the broker refuses to start)"},
 
 		// log.
 		{Name: "log.level", Kind: KindString, Flag: "log-level", Default: Str("info"),

@@ -114,31 +114,60 @@ func runServe(args []string) int {
 	// started with (GET|PUT /admin/api/log-level, GET /admin/api/startup-config).
 	startup := cfg.Values()
 	withLogControl := func(adm *admin.Server) { adm.SetLogControl(level, startup) }
+	admf := adminFlags{auth: cfg.Bool("admin.auth.enabled"), username: cfg.String("admin.auth.username"),
+		password: cfg.String("admin.auth.password"), allowUnauth: cfg.Bool("admin.allow_unauthenticated"),
+		https: cfg.Bool("tls.admin_enabled")}
 	return serve(bc, listen, port, cfg.Bool("tls.enabled"), cfg.Bool("broker.listener.quic"),
-		cfg.String("admin.listener.bind"), withLogControl)
+		cfg.String("admin.listener.bind"), withLogControl, admf)
+}
+
+// adminFlags are the admin surface's flags.
+type adminFlags struct {
+	auth, allowUnauth, https bool
+	username, password       string
+}
+
+// options builds the admin listener's options.
+func (f adminFlags) options(cfg broker.Config, tlsHolder *certs.Holder, tcpTLS bool) admin.Options {
+	return admin.Options{
+		Auth:                 admin.AuthOptions{Enabled: f.auth, Username: f.username, Password: f.password},
+		AllowUnauthenticated: f.allowUnauth,
+		TLS:                  tlsHolder,
+		ServeTLS:             tcpTLS && f.https,
+		Info:                 admin.Info{Node: cfg.ServerName, Version: version, DataDir: cfg.DataDir},
+	}
 }
 
 // adminShutdownTimeout bounds how long admin requests in flight may take to
 // finish once the broker has closed.
 const adminShutdownTimeout = 2 * time.Second
 
-func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, adminListen string, setupAdmin func(*admin.Server)) int {
+func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, adminListen string, setupAdmin func(*admin.Server), admf adminFlags) int {
 	log := cfg.Logger
 	start := time.Now()
 	raiseOpenFilesLimit(log)
+	// The TLS material is loaded before the admin listener binds: HTTPS and
+	// GET /admin/api/tls serve it, and a reload swaps it (certs.Holder).
+	material, err := certs.LoadOrCreate(cfg.DataDir, cfg.AdvertiseHost)
+	if err != nil {
+		log.Error("cannot load or create TLS material", "err", err)
+		return 1
+	}
+	tlsHolder := certs.NewHolder(material)
 	// The admin listener is bound first: a port already taken stops the
 	// start before recovery, and /readyz says 503 while recovery runs.
 	var adm *admin.Server
 	if adminListen != "" {
 		var err error
-		if adm, err = admin.Listen(adminListen, log); err != nil {
+		if adm, err = admin.ListenWith(adminListen, log, admf.options(cfg, tlsHolder, tcpTLS)); err != nil {
 			log.Error("cannot start", "err", err)
 			return 1
 		}
 		if setupAdmin != nil {
 			setupAdmin(adm)
 		}
-		log.Info("admin listener", "addr", adm.Addr().String(), "endpoints", "/healthz /readyz /metrics")
+		log.Info("admin listener", "addr", adm.Addr().String(), "endpoints", "/healthz /readyz /metrics /admin/api/...",
+			"https", tcpTLS && admf.https, "auth", admf.auth)
 		defer func() {
 			if err := adm.Shutdown(adminShutdownTimeout); err != nil {
 				log.Warn("admin listener shutdown", "err", err)
@@ -150,18 +179,21 @@ func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, ad
 		log.Error("cannot start", "err", err)
 		return 1
 	}
-	material, err := certs.LoadOrCreate(cfg.DataDir, cfg.AdvertiseHost)
-	if err != nil {
-		log.Error("cannot load or create TLS material", "err", err)
-		return 1
-	}
 	if path, err := certs.PublishLocalTrust(material, port); err != nil {
 		log.Warn("could not publish local trust; local clients need --ca-file", "err", err)
 	} else {
 		log.Info("local clients trust this broker through", "file", path)
 	}
+	// A TLS reload (POST /admin/api/tls/reload) may bring a new CA: local
+	// trust follows it.
+	tlsHolder.OnReload(func(m *certs.Material) {
+		if _, err := certs.PublishLocalTrust(m, port); err != nil {
+			log.Warn("could not republish local trust after a TLS reload", "err", err)
+		}
+		log.Info("TLS material reloaded", "leaf_sha256", m.LeafFingerprintSHA256, "ca_sha256", m.CAFingerprintSHA256)
+	})
 	lc := transport.ListenConfig{Logger: log}
-	var tcpConf = material.ServerTLS()
+	var tcpConf = tlsHolder.ServerTLS()
 	if !tcpTLS {
 		tcpConf = nil
 	}
@@ -172,7 +204,7 @@ func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, ad
 	}
 	b.Serve(listenerAdapter{tcp})
 	if withQUIC {
-		quic, err := lc.ListenQUIC(listen, material.ServerTLS())
+		quic, err := lc.ListenQUIC(listen, tlsHolder.ServerTLS())
 		if err != nil {
 			log.Error("cannot listen on QUIC", "addr", listen, "err", err)
 			b.Close()
@@ -181,6 +213,12 @@ func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, ad
 		b.Serve(listenerAdapter{quic})
 	}
 	if adm != nil {
+		listeners := []admin.Listener{{Kind: map[bool]string{true: "tls", false: "tcp"}[tcpTLS], Addr: tcp.Addr().String()}}
+		if withQUIC {
+			listeners = append(listeners, admin.Listener{Kind: "quic", Addr: tcp.Addr().String()})
+		}
+		listeners = append(listeners, admin.Listener{Kind: "admin", Addr: adm.Addr().String()})
+		adm.SetInfo(admin.Info{Node: cfg.ServerName, Version: version, DataDir: cfg.DataDir, Listeners: listeners})
 		adm.Attach(b)
 	}
 	log.Info("fibril is serving", "tcp", tcp.Addr().String(), "tcp_tls", tcpTLS, "quic", withQUIC, "alpn", transport.ALPN,

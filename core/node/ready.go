@@ -71,6 +71,13 @@ type SessionCounted struct {
 	// HelloOks counts HELLO_OKs sent this step, by resume outcome (a wire
 	// enum, append-only: the array grows with it).
 	HelloOks [wire.ResumeResumedAfterRestart + 1]uint32
+	// SubsOpened and SubsClosed count subscriptions (queue and stream) the
+	// session took on and dropped this step: the driver's open gauge.
+	SubsOpened, SubsClosed uint32
+	// Reconciles counts RECONCILE_RESULTs sent this step; ReconcileOutcomes
+	// their entries by outcome (ReconcileOutcome, session_surface.go).
+	Reconciles        uint32
+	ReconcileOutcomes [ReconcileOutcomeCount]uint32
 }
 
 // SessionInit is everything a new Session machine starts from.

@@ -210,7 +210,9 @@ func (s *Session) Step(in Input) *Ready {
 	case *Tick:
 		s.onTick(now)
 	case *Deliver:
-		s.onEnvelope(now, in.Envelope.Msg)
+		if !s.onAdmin(&in.Envelope) { // operator requests (session_surface.go)
+			s.onEnvelope(now, in.Envelope.Msg)
+		}
 	case *Bounced:
 		s.onBounced(now, in.Envelope)
 	case *Frame:

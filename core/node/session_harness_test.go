@@ -104,6 +104,8 @@ func sessIsEndedEnvelope(m Message) bool {
 	switch m := m.(type) {
 	case *AttachRefused:
 		return true
+	case *SessionInfo, *SessionClosed: // operator answers (session_surface.go)
+		return true
 	case *Request:
 		_, ok := m.Input.(*core.Unsubscribe)
 		return ok

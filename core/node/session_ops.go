@@ -239,6 +239,7 @@ func (s *Session) newSub(q core.QueueID, prefetch uint32, autoAck bool) (*sessio
 	sub := &sessionSub{id: id, key: q, group: groupOpt(q.Group), prefetch: prefetch, autoAck: autoAck}
 	s.subs[q] = sub
 	s.subsByID[id] = sub
+	s.rd.Counted.SubsOpened++
 	sessionAssert(len(s.subs) == len(s.subsByID), "the subscription indexes disagree")
 	return sub, ""
 }

@@ -186,6 +186,7 @@ func (s *Session) finishReconcile(run *reconcileRun) {
 	// order the client listed them in.
 	slices.SortStableFunc(run.entries, compareReconcileEntries)
 	s.replyOn(run.gen, wire.OpReconcileResult, run.requestID, &wire.ReconcileResult{Entries: run.entries})
+	s.countReconcile(run.entries) // session_surface.go
 	if s.ended {
 		return // the result overflowed the outbox and the cut ended the session
 	}

@@ -598,6 +598,7 @@ func (s *Session) dropSub(sub *sessionSub) {
 	s.leaveCohort(sub)
 	delete(s.subs, sub.key)
 	delete(s.subsByID, sub.id)
+	s.rd.Counted.SubsClosed++
 }
 
 // dropUnannounced ends the subscriptions the current attachment asked for

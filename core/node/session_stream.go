@@ -111,6 +111,7 @@ func (s *Session) handleSubscribeStream(requestID uint64, m *wire.SubscribeStrea
 		in.Filter = append(in.Filter, stream.Clause{Key: c.Key, Pattern: c.Value})
 	}
 	s.streamSubs[q], s.streamSubsByID[sub.id] = sub, sub
+	s.rd.Counted.SubsOpened++
 	token := s.newToken()
 	s.pending[token] = pendingOp{kind: opStreamSubscribe, gen: s.gen, requestID: requestID, queue: q, subID: sub.id}
 	sub.subscribeSent, sub.token = true, token
@@ -263,6 +264,7 @@ func (s *Session) dropStreamSub(sub *streamSub) {
 	delete(s.streamSubs, sub.key)
 	delete(s.streamSubsByID, sub.id)
 	sub.held = nil
+	s.rd.Counted.SubsClosed++
 }
 
 // unsubscribeStream ends a stream subscription at the partition, behind its

@@ -65,6 +65,10 @@ type actor struct {
 	// Runners are never removed while the broker runs (a halted one refuses
 	// pushes, and the envelope bounces as it would from the map).
 	host *hostRunner
+	// seen is the connection last bound to this session as an operator
+	// listing shows it (admin_surface.go); kept past its close, for a
+	// dormant session.
+	seen atomic.Pointer[connSeen]
 }
 
 func newActor(addr node.Address, m machine, sess *node.Session) *actor {

@@ -66,6 +66,8 @@ type conn struct {
 	wakeQueued atomic.Bool
 	// work is the reader goroutine's worklist, reused across frames.
 	work worklist
+	// seen is what an operator listing shows of it (admin_surface.go).
+	seen connSeen
 }
 
 // HandleConn serves one connection on its own goroutines.
@@ -79,6 +81,7 @@ func (b *Broker) HandleConn(sock Conn) {
 		bindCh: make(chan struct{}), notify: make(chan struct{}, 1),
 		closed: make(chan struct{}), wrote: make(chan struct{}),
 	}
+	c.seen.observeOpen(sock)
 	b.connMu.Lock()
 	if b.closingConns {
 		b.connMu.Unlock()
@@ -112,6 +115,7 @@ func (b *Broker) bindConn(bind node.Binding) {
 	}
 	c.bound.Store(a)
 	a.conn.Store(c)
+	a.seen.Store(&c.seen)
 	c.bindOnce.Do(func() { close(c.bindCh) })
 }
 
@@ -209,7 +213,9 @@ func (c *conn) writeLoop() {
 			return
 		}
 		if len(out) > 0 {
-			if _, err := c.sock.Write(out); err != nil {
+			n, err := c.sock.Write(out)
+			c.b.metrics.bytesOut.Add(uint64(n))
+			if err != nil {
 				c.shutdown()
 				return
 			}
@@ -262,7 +268,7 @@ func (c *conn) readLoop() {
 		panic("broker: no randomness: " + err.Error())
 	}
 	c.b.deliverTo(c.b.nodeActor, &node.ConnOpened{Conn: c.id, Loopback: c.loopback, Entropy: entropy})
-	r := bufio.NewReaderSize(c.sock, connReadBufferBytes)
+	r := bufio.NewReaderSize(countingReader{c.sock, &c.b.metrics.bytesIn}, connReadBufferBytes)
 	var buf []byte
 	for {
 		if h := c.pressure.Swap(nil); h != nil {
@@ -271,11 +277,15 @@ func (c *conn) readLoop() {
 		hdr, payload, err := wire.ReadFrame(r, c.b.cfg.FramePayloadBytesMax, buf)
 		if err != nil {
 			if errors.Is(err, wire.ErrFrameTooLarge) || errors.Is(err, wire.ErrMalformed) {
+				c.b.metrics.protocolErrs.Add(1)
 				// The stream is broken: the machine answers and closes.
 				c.toMachine(newFrame(node.Frame{Conn: c.id, Header: hdr, Err: err}))
 				<-c.closed
 			}
 			return
+		}
+		if hdr.Opcode == wire.OpHello && c.boundTo() == nil {
+			c.seen.observeHello(payload) // before the step: the payload is reused after
 		}
 		stepped, ok := c.toMachine(newFrame(node.Frame{Conn: c.id, Header: hdr, Payload: payload}))
 		if !ok {

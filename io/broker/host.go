@@ -117,6 +117,7 @@ func (b *Broker) load(req node.LoadRequest) (recoveryOutcome, error) {
 	}
 	r.timer.Stop()
 	r.committer = logstore.NewCommitter(log, r.onDurable)
+	r.committer.ObserveRounds(b.metrics.observeRound) // admin_metrics.go
 	b.hostMu.Lock()
 	if b.hostsClosed {
 		b.hostMu.Unlock()

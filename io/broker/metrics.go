@@ -50,6 +50,8 @@ type metrics struct {
 	// quarantine is the Node's last quarantine report (Ready.Quarantine;
 	// nil: nothing parked since start).
 	quarantine atomic.Pointer[node.QuarantineReport]
+	// Admin surface (admin_surface.go, admin_metrics.go).
+	surfaceMetrics
 }
 
 // countEnvelope counts what the router sees pass: client publishes into
@@ -96,6 +98,7 @@ func (m *metrics) countSession(c *node.SessionCounted) {
 	m.resumeNew.Add(uint64(c.HelloOks[wire.ResumeNew]))
 	m.resumed.Add(uint64(c.HelloOks[wire.ResumeResumed]))
 	m.resumeRejected.Add(uint64(c.HelloOks[wire.ResumeRejected]))
+	m.countSurface(c) // admin_metrics.go
 }
 
 // Counters is a snapshot of the broker's counters and gauges. Each field is
@@ -113,6 +116,13 @@ type Counters struct {
 	Quarantines uint64
 	// Gauges.
 	ConnectionsOpen, ResidentPayloadBytes, Quarantined int64
+	// BytesIn and BytesOut count wire bytes read from and written to client
+	// sockets (admin_metrics.go).
+	BytesIn, BytesOut uint64
+	// SubscriptionsOpen is the subscriptions sessions hold (queue and stream).
+	SubscriptionsOpen int64
+	// Reconciles counts RECONCILE_RESULTs sent.
+	Reconciles uint64
 }
 
 // Counters returns the current counters. It takes no lock.
@@ -127,6 +137,8 @@ func (b *Broker) Counters() Counters {
 		PayloadsRead: m.payloadsRead.Load(), StreamEntriesRead: m.streamEntriesRead.Load(),
 		StorageWriteRounds: m.storageWriteRounds.Load(),
 		ConnectionsOpen:    m.connectionsOpen.Load(), ResidentPayloadBytes: m.residentPayloadBytes.Load(),
+		BytesIn: m.bytesIn.Load(), BytesOut: m.bytesOut.Load(),
+		SubscriptionsOpen: m.subscriptionsOpen.Load(), Reconciles: m.reconciles.Load(),
 	}
 	if q := m.quarantine.Load(); q != nil {
 		c.Quarantines, c.Quarantined = q.QuarantinesTotal, int64(len(q.Entries))

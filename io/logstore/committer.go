@@ -60,7 +60,15 @@ type Committer struct {
 	deferTimer *time.Timer // wakes the writer when a deferral ends
 
 	submits, rounds, batches, entries, syncs, snapshots atomic.Uint64
+	// observer, when set (ObserveRounds), is told each good round's entry
+	// count and its write-and-sync time, on the writer goroutine.
+	observer atomic.Pointer[func(entries uint64, writeNs int64)]
 }
+
+// ObserveRounds has f told, after each good round, how many entries it made
+// durable and how long its append and fsync took (metrics). f runs on the
+// writer goroutine and must return at once.
+func (c *Committer) ObserveRounds(f func(entries uint64, writeNs int64)) { c.observer.Store(&f) }
 
 // NewCommitter starts the writer goroutine of l. From now until Close
 // returns only the Committer touches l; the caller closes l after that.
@@ -278,7 +286,11 @@ func (c *Committer) run() {
 		c.notFull.Broadcast()
 		c.mu.Unlock()
 
+		writeStart := c.nowNs()
 		stats, err := c.planner.WriteRound(c.log, round, snapshot, c.report)
+		if f := c.observer.Load(); f != nil && err == nil && stats.Entries > 0 {
+			(*f)(stats.Entries, c.nowNs()-writeStart)
+		}
 		clear(round) // drop the bodies before the buffer is reused
 		if err != nil {
 			c.mu.Lock()
