@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/fibril-go/fibril/core"
@@ -183,4 +184,26 @@ func (s *Server) readyzQuarantine(w http.ResponseWriter, src Source) bool {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "degraded": true, "quarantined": items})
 	return true
+}
+
+// Quarantined partitions are attention items (SPEC 11: critical), each
+// naming the repair.
+func init() {
+	attentionHooks = append(attentionHooks, func(s *Server) []AttentionItem {
+		src := s.attached()
+		b, ok := src.(quarantineBackend)
+		if src == nil || !ok {
+			return nil
+		}
+		report := b.Quarantine()
+		items := make([]AttentionItem, 0, len(report.Entries))
+		for _, e := range report.Entries {
+			q := e.Queue
+			items = append(items, AttentionItem{Kind: "quarantined", Severity: "critical", Subject: q.String(),
+				Message: fmt.Sprintf("partition %s is quarantined: %s; repair with POST /admin/api/quarantine/repair?topic=%s&group=%s&partition=%d or fibrilctl admin quarantine repair",
+					q.String(), e.Reason, url.QueryEscape(q.Topic), url.QueryEscape(q.Group), q.Partition),
+				SinceMs: e.DetectedAtMs})
+		}
+		return items
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/core/node"
@@ -121,5 +122,30 @@ func TestQuarantineListingAndRepair(t *testing.T) {
 	}
 	if !strings.Contains(audit, "cut 3 records") {
 		t.Fatalf("the repair's audit entry does not say what was cut: %s", audit)
+	}
+}
+
+// A quarantined partition is a critical attention item that names the
+// repair; none while nothing is parked.
+func TestQuarantineIsAnAttentionItem(t *testing.T) {
+	s := newServer(quietLogger())
+	src := &fakeQuarantine{}
+	s.Attach(src)
+	for _, item := range s.attention(time.Now()) {
+		if item.Kind == "quarantined" {
+			t.Fatalf("nothing parked, yet %+v", item)
+		}
+	}
+	src.report = node.QuarantineReport{Entries: []node.QuarantineEntry{parkedJobs}, QuarantinesTotal: 1}
+	var found []AttentionItem
+	for _, item := range s.attention(time.Now()) {
+		if item.Kind == "quarantined" {
+			found = append(found, item)
+		}
+	}
+	if len(found) != 1 || found[0].Severity != "critical" || found[0].SinceMs != 1234 ||
+		!strings.Contains(found[0].Message, "quarantine/repair?topic=jobs&group=&partition=2") ||
+		!strings.Contains(found[0].Message, parkedJobs.Reason) {
+		t.Fatalf("attention %+v", found)
 	}
 }

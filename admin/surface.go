@@ -280,19 +280,14 @@ func (s *Server) sampleOnce(now int64) {
 // ---- attention
 
 // QueueReadyCounter is what backlog_rising and no_consumer need: the ready
-// count and consumers of every loaded queue. The queue-operations work
-// (helper E) implements it on the broker; until then those two kinds are
-// not reported.
+// count and consumers of every loaded queue (io/broker/admin_attention.go:
+// read from the partition runners' observations, no call into the core).
 type QueueReadyCounter interface {
 	QueueReadyCounts() []QueueReady
 }
 
 // QueueReady is one queue's backlog.
-type QueueReady struct {
-	Topic, Group string
-	Ready        uint64
-	Consumers    int
-}
+type QueueReady = broker.QueueReady
 
 type backlogPoint struct {
 	atMs  int64
