@@ -92,6 +92,10 @@ type Config struct {
 	// StreamPartition is the template of every stream partition's config
 	// (Stream and Epoch are filled per partition by the Node).
 	StreamPartition stream.Config
+
+	// IdleCleanup is idle queue eviction (SPEC 9, node_idle.go). The Node
+	// reads it at every sweep: a driver may update it live.
+	IdleCleanup IdleCleanupConfig
 }
 
 // DefaultConfig returns the embedded defaults (SPEC 8, 14).
@@ -119,6 +123,7 @@ func DefaultConfig() Config {
 		DeadLettersInflightMax:     256,
 		Partition:                  core.DefaultConfig(core.QueueID{Topic: "template"}),
 		StreamPartition:            stream.DefaultConfig(core.QueueID{Topic: "template"}),
+		IdleCleanup:                DefaultIdleCleanup(),
 	}
 }
 
@@ -153,6 +158,9 @@ func (c Config) Validate() error {
 		return errors.New("node config: dead letters in flight must be at least 1")
 	}
 	if err := c.StreamPartition.Validate(); err != nil {
+		return err
+	}
+	if err := c.IdleCleanup.Validate(); err != nil {
 		return err
 	}
 	return c.Partition.Validate()

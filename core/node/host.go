@@ -70,6 +70,10 @@ type Host struct {
 	inPersisted core.Persisted
 	// answers gathers a step's answers per session (answers.go).
 	answers answerBatch
+	// Idle eviction (host_idle.go): the last use, and released once the
+	// Host agreed to be unloaded.
+	lastActiveMs int64
+	released     bool
 }
 
 // hostRefKind says who waits for a reply.
@@ -171,8 +175,14 @@ func (h *Host) Step(in Input) *Ready {
 	if now := in.nowMs(); now > h.nowMs {
 		h.nowMs = now
 	}
+	if h.lastActiveMs == 0 {
+		h.lastActiveMs = h.nowMs // loaded: the idle window starts now
+	}
 	switch in := in.(type) {
 	case *Tick:
+		if h.released {
+			break // the Node holds the deadline (host_idle.go)
+		}
 		h.fireRetries()
 		h.inTick = core.Tick{NowMs: h.nowMs}
 		h.stepCore(&h.inTick)
@@ -207,6 +217,9 @@ func (h *Host) finishStep() {
 	h.rd.WakeMs = h.coreWakeMs
 	if at := h.nextRetryMs(); at != 0 && (h.rd.WakeMs == 0 || at < h.rd.WakeMs) {
 		h.rd.WakeMs = at
+	}
+	if h.released {
+		h.rd.WakeMs = 0 // waiting to be dropped: the Node wakes it by reloading
 	}
 	clear(h.grouped)
 }
@@ -331,7 +344,12 @@ func (h *Host) newRef(ref hostRef) uint64 {
 // onDeliver dispatches an envelope from a session, the Node or another
 // partition. The set is closed: anything else is a bug.
 func (h *Host) onDeliver(env Envelope) {
+	h.noteActivity(env.Msg)
 	switch msg := env.Msg.(type) {
+	case *UnloadCheck:
+		h.onUnloadCheck(msg)
+	case *Forget:
+		h.onForget(env.From)
 	case *Request:
 		h.onRequest(env.From, msg)
 	case *DeadLetterStored:
@@ -433,7 +451,7 @@ func (h *Host) onBounced(env Envelope) {
 	// goes back to retry with backoff instead of waiting forever.
 	case *DeadLetterOut:
 		h.onDeadLetterFailed(msg.Offset)
-	case *SettingsApplied:
+	case *SettingsApplied, *UnloadAnswer, *PublisherGone:
 		// The Node never goes away while its Hosts run; nothing waits here.
 	case *DeadLetterStored, *DeadLetterFailed:
 		// The source partition is gone; it resends its pending copies when

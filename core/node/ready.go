@@ -41,8 +41,11 @@ type Ready struct {
 	Close          []ConnID
 	Out            []Envelope
 	Load           []LoadRequest
-	CheckPassword  []PasswordCheck
-	Snapshot       *SnapshotRequest
+	// Unload (Node): drop each partition's Host and close its storage,
+	// then answer UnloadDone (idle eviction, node_idle.go).
+	Unload        []core.QueueID
+	CheckPassword []PasswordCheck
+	Snapshot      *SnapshotRequest
 	// Reads (StreamHost): log reads for stream subscriptions behind the
 	// tail ring; each is answered by a StreamReadDone with its Token.
 	Reads []StreamRead
