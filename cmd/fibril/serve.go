@@ -69,6 +69,11 @@ func runServe(args []string) int {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	pprofAddr := fs.String("pprof-addr", "", "serve Go's pprof profiles on this loopback HOST:PORT (off when empty)")
 	adminListen := fs.String("admin-listen", "127.0.0.1:8081", "HOST:PORT of the admin HTTP listener: GET /healthz, /readyz, /metrics (no auth: keep it on loopback; \"\" disables it; port 0 picks a free one)")
+	// Idle queue eviction (SPEC 9), a temporary flag block until the config
+	// package maps idle_queue_cleanup.
+	idleCleanup := fs.Bool("idle-cleanup", def.IdleCleanup.Enabled, "unload queue partitions nobody uses (idle_queue_cleanup.enabled; docs/idle.md)")
+	idleEvictMs := fs.Int64("idle-evict-after-ms", 0, "unload a partition idle this long (idle_queue_cleanup.evict_after_ms, default 600000); setting it enables --idle-cleanup")
+	idleSweepMs := fs.Int64("idle-sweep-interval-ms", def.IdleCleanup.SweepIntervalMs, "how often idle partitions are looked for (idle_queue_cleanup.sweep_interval_ms)")
 	var users userFlags
 	fs.Var(&users, "user", "seed a user NAME:PASSWORD while the user store is empty (repeatable); without users, fibril/fibril works from loopback only")
 	fs.Usage = func() {
@@ -106,6 +111,15 @@ func runServe(args []string) int {
 	cfg.HandshakeTimeout = *handshakeTimeout
 	cfg.AuthTimeout = *authTimeout
 	cfg.ConnectionsMax = *connectionsMax
+	cfg.IdleCleanup.Enabled = *idleCleanup
+	cfg.IdleCleanup.SweepIntervalMs = *idleSweepMs
+	if *idleEvictMs != 0 {
+		cfg.IdleCleanup.Enabled, cfg.IdleCleanup.EvictAfterMs = true, *idleEvictMs
+	}
+	if err := cfg.IdleCleanup.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "fibril serve: --idle-evict-after-ms / --idle-sweep-interval-ms:", err)
+		return 2
+	}
 	cfg.AdvertiseHost = *advertise
 	if cfg.AdvertiseHost == "" {
 		cfg.AdvertiseHost = host

@@ -175,8 +175,8 @@ func (n *Node) openPartition(key queueKey, o opener) {
 		// One load per partition: later Opens wait on this one.
 		pe = &partitionEntry{waiters: []opener{o}, sent: entry.settings}
 		n.partitions[id] = pe
-		n.noteLoadRequest(id) // node_idle.go
-		n.rd.Load = append(n.rd.Load, LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings)})
+		reload := n.noteLoadRequest(id) // node_idle.go
+		n.rd.Load = append(n.rd.Load, LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings), Reload: reload})
 	}
 }
 

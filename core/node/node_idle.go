@@ -294,12 +294,17 @@ func (n *Node) addIdleWake(id core.QueueID, atMs int64) {
 }
 
 // noteLoadRequest: a partition is loaded again (a use, or its timer); its
-// deadline, if any, is the Host's again.
-func (n *Node) noteLoadRequest(id core.QueueID) {
+// deadline, if any, is the Host's again. It says whether this is a reload
+// of a recent eviction (LoadRequest.Reload).
+func (n *Node) noteLoadRequest(id core.QueueID) bool {
+	delete(n.idle.wakes, id)
 	if _, ok := n.idle.recent[id]; ok {
 		n.idle.counters.Reloaded++
+		delete(n.idle.recent, id)
+		n.idle.recentOrder = slices.DeleteFunc(n.idle.recentOrder, func(x core.QueueID) bool { return x == id })
+		return true
 	}
-	delete(n.idle.wakes, id)
+	return false
 }
 
 // reloadDue loads, in QueueID order, every unloaded partition whose timer
@@ -322,9 +327,9 @@ func (n *Node) reloadDue() {
 		if entry == nil || id.Partition >= entry.partitions || n.partitions[id] != nil {
 			continue // gone from the catalogue, or loaded by a use already
 		}
-		n.noteLoadRequest(id)
+		reload := n.noteLoadRequest(id)
 		n.partitions[id] = &partitionEntry{sent: entry.settings, timerLoad: true}
-		n.rd.Load = append(n.rd.Load, LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings)})
+		n.rd.Load = append(n.rd.Load, LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings), Reload: reload})
 	}
 }
 

@@ -109,6 +109,9 @@ type LoadRequest struct {
 	Config   core.Config // TagFloor and Epoch filled in by the Node
 	Settings DeclareSettings
 	Kind     PartitionKind
+	// Reload: the partition was evicted idle in this process and loads
+	// again (counted by drivers, node_idle.go).
+	Reload bool
 	// KindStream only.
 	StreamConfig stream.Config
 	Stream       core.StreamSettings

@@ -316,7 +316,13 @@ func (b *Broker) applyActorReady(a *actor, rd *node.Ready, w *worklist) {
 		b.route(env, w)
 	}
 	for _, req := range rd.Load {
+		if req.Reload {
+			b.idle.reloads.Add(1) // host_idle.go
+		}
 		b.startLoad(req)
+	}
+	for _, id := range rd.Unload {
+		b.startUnload(id) // host_idle.go
 	}
 	for _, check := range rd.CheckPassword {
 		b.auth.submit(a, check)

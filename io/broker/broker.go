@@ -55,6 +55,7 @@ type Broker struct {
 	nodeLog   *nodeLog
 	importer  *catalogImport
 	admin     adminCalls // operator requests in flight (admincall.go)
+	idle      idleCounters // idle eviction counters (host_idle.go)
 
 	sessMu   sync.RWMutex
 	sessions map[node.SessionID]*actor

@@ -77,6 +77,9 @@ type Config struct {
 	// (Stream and Epoch are filled per partition by the Node).
 	StreamPartition stream.Config
 
+	// IdleCleanup is idle queue eviction (SPEC 9, docs/idle.md).
+	IdleCleanup node.IdleCleanupConfig
+
 	Logger *slog.Logger
 
 	// wallClock, when set (tests), replaces time.Now as the wall clock read
@@ -122,6 +125,7 @@ func DefaultConfig() Config {
 		AllowDefaultLoopback:    nd.AllowDefaultLoopback,
 		Partition:               nd.Partition,
 		StreamPartition:         nd.StreamPartition,
+		IdleCleanup:             nd.IdleCleanup,
 		Logger:                  slog.Default(),
 	}
 }
@@ -169,5 +173,6 @@ func (c Config) nodeConfig() node.Config {
 	nc.SnapshotEntriesMin = c.SnapshotEntriesMin
 	nc.Partition = c.Partition
 	nc.StreamPartition = c.StreamPartition
+	nc.IdleCleanup = c.IdleCleanup
 	return nc
 }

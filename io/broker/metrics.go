@@ -105,6 +105,9 @@ type Counters struct {
 	// StreamEntriesRead stream log entries read back for lagging
 	// subscribers; StorageWriteRounds durable partition log write rounds.
 	PayloadsRead, StreamEntriesRead, StorageWriteRounds uint64
+	// IdleEvictions and IdleReloads count idle queue partitions unloaded
+	// and loaded again (host_idle.go).
+	IdleEvictions, IdleReloads uint64
 	// Gauges.
 	ConnectionsOpen, ResidentPayloadBytes int64
 }
@@ -120,7 +123,8 @@ func (b *Broker) Counters() Counters {
 		Resumed: m.resumed.Load(), ResumeNew: m.resumeNew.Load(), ResumeRejected: m.resumeRejected.Load(),
 		PayloadsRead: m.payloadsRead.Load(), StreamEntriesRead: m.streamEntriesRead.Load(),
 		StorageWriteRounds: m.storageWriteRounds.Load(),
-		ConnectionsOpen:    m.connectionsOpen.Load(), ResidentPayloadBytes: m.residentPayloadBytes.Load(),
+		IdleEvictions:      b.idle.evictions.Load(), IdleReloads: b.idle.reloads.Load(),
+		ConnectionsOpen: m.connectionsOpen.Load(), ResidentPayloadBytes: m.residentPayloadBytes.Load(),
 	}
 }
 
