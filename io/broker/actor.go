@@ -553,6 +553,8 @@ func stampMachineInput(in node.Input, nowMs int64) {
 		in.NowMs = nowMs
 	case *node.StreamReadDone:
 		in.NowMs = nowMs
+	case *node.UnloadDone:
+		in.NowMs = nowMs
 	default:
 		panic(fmt.Sprintf("broker: unknown machine input %T", in))
 	}
