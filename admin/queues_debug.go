@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-
 	"github.com/fibril-go/fibril/core/node"
 	"github.com/fibril-go/fibril/io/broker"
 )
@@ -94,4 +93,3 @@ func init() {
 			func(c *broker.Counters) uint64 { return c.IdleReloads }),
 	)
 }
-

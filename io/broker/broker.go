@@ -54,7 +54,7 @@ type Broker struct {
 	nodeActor *actor
 	nodeLog   *nodeLog
 	importer  *catalogImport
-	admin     adminCalls // operator requests in flight (admincall.go)
+	admin     adminCalls   // operator requests in flight (admincall.go)
 	idle      idleCounters // idle eviction counters (host_idle.go)
 
 	sessMu   sync.RWMutex
