@@ -348,6 +348,8 @@ func (h *Host) onDeliver(env Envelope) {
 	switch msg := env.Msg.(type) {
 	case *UnloadCheck:
 		h.onUnloadCheck(msg)
+	case *UnloadCancel:
+		h.onUnloadCancel(msg)
 	case *Forget:
 		h.onForget(env.From)
 	case *Request:

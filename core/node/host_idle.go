@@ -29,7 +29,7 @@ const (
 // client's or another machine's use of the partition.
 func (h *Host) noteActivity(msg Message) {
 	switch msg.(type) {
-	case *UnloadCheck, *Forget:
+	case *UnloadCheck, *UnloadCancel, *Forget:
 		// Asking and forgetting are not use: a sweep must not keep a queue
 		// loaded by looking at it.
 	default:
@@ -71,6 +71,14 @@ func (h *Host) onUnloadCheck(msg *UnloadCheck) {
 	}
 	assertHold(answer.OK == (answer.Reason == ""), "a refusal says why, a yes says nothing")
 	h.send(NodeAddr(), answer)
+}
+
+// onUnloadCancel: the Node took its question back; the Host runs on (its
+// timers fire at the next step: finishStep asks for its wake-up again).
+func (h *Host) onUnloadCancel(msg *UnloadCancel) {
+	assertHold(msg.Seq != 0, "a cancel names its check")
+	assertHold(h.released, "only a Host that said yes is cancelled")
+	h.released = false
 }
 
 // onForget relays a session's Forget to the Node (FIFO behind that

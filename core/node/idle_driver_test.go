@@ -1,8 +1,6 @@
 package node
 
 import (
-	"testing"
-
 	"github.com/fibril-go/fibril/core"
 )
 
@@ -11,8 +9,15 @@ import (
 // durable at once), envelopes delivered in one FIFO, and the test playing
 // the sessions: what the Node and Hosts send to a session is kept in its
 // inbox. Enough to follow an eviction and a reload end to end.
+// idleT is what the driver needs of *testing.T and *rapid.T.
+type idleT interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 type idleDriver struct {
-	t      testing.TB
+	t      idleT
 	cfg    Config
 	now    int64
 	node   *Node
@@ -28,9 +33,24 @@ type idleDriver struct {
 	onUnload func(core.QueueID, *Host)
 	// bounced keeps the test sessions' envelopes that found no Host.
 	bounced []Envelope
+	// holdUnloads: Ready.Unload waits in held until finishUnloads (an
+	// unload still on its way when the next input comes).
+	holdUnloads bool
+	held        []core.QueueID
 }
 
-func newIdleDriver(t testing.TB, idle IdleCleanupConfig) *idleDriver {
+// finishUnloads carries out the held unloads.
+func (d *idleDriver) finishUnloads() {
+	d.t.Helper()
+	held := d.held
+	d.held = nil
+	for _, id := range held {
+		d.unload(id)
+	}
+	d.run()
+}
+
+func newIdleDriver(t idleT, idle IdleCleanupConfig) *idleDriver {
 	cfg := testHostConfig()
 	cfg.IdleCleanup = idle
 	n, err := NewNode(cfg, nil, nil, entropyOf(5))
@@ -64,6 +84,15 @@ func (d *idleDriver) stepNode(in Input) {
 		d.load(req)
 	}
 	for _, id := range unloads {
+		// The decision is checked when the Node makes it (cleanup may be
+		// turned off while the unload is on its way).
+		if d.onUnload != nil {
+			d.onUnload(id, d.hosts[id])
+		}
+		if d.holdUnloads {
+			d.held = append(d.held, id)
+			continue
+		}
 		d.unload(id)
 	}
 }
@@ -88,9 +117,6 @@ func (d *idleDriver) unload(id core.QueueID) {
 	h := d.hosts[id]
 	if h == nil || !h.Released() {
 		d.t.Fatalf("unload of %v, whose Host did not agree", id)
-	}
-	if d.onUnload != nil {
-		d.onUnload(id, h)
 	}
 	d.unloads[id]++
 	delete(d.hosts, id)
@@ -152,7 +178,8 @@ func (d *idleDriver) bounce(env Envelope) {
 // every machine that asked.
 func (d *idleDriver) advance(ms int64) {
 	d.t.Helper()
-	step := max(d.cfg.IdleCleanup.SweepIntervalMs, 1)
+	// Eviction timing is approximate (SPEC 9): at most 20 ticks an advance.
+	step := max(d.node.cfg.IdleCleanup.SweepIntervalMs, ms/20, 1)
 	for ms > 0 {
 		dt := min(ms, step)
 		ms -= dt

@@ -25,6 +25,11 @@ type UnloadCheck struct {
 	IdleAfterMs int64
 }
 
+// UnloadCancel takes back an UnloadCheck the Host said yes to: something
+// came for the partition meanwhile (an Open, a dead-letter copy), or
+// cleanup was turned off. The Host is in use again.
+type UnloadCancel struct{ Seq uint64 }
+
 // ---- Host -> Node
 
 // UnloadAnswer answers an UnloadCheck. OK: the Host has stopped and waits
@@ -66,6 +71,7 @@ type ReleaseIdle struct {
 type Forget struct{}
 
 func (*UnloadCheck) message()   {}
+func (*UnloadCancel) message()  {}
 func (*UnloadAnswer) message()  {}
 func (*PublisherGone) message() {}
 func (*ReleaseIdle) message()   {}

@@ -441,7 +441,7 @@ func (n *Node) onBounced(in *Bounced) {
 		}
 	case *UnloadCheck:
 		n.onUnloadCheckBounced(in.Envelope.To.Queue, msg)
-	case *ReleaseIdle, *QueuesDebug:
+	case *ReleaseIdle, *QueuesDebug, *UnloadCancel:
 		// The session ended (its grants went with its Forgets), or the
 		// operator gave up waiting.
 	case *Declared, *ShuttingDown, *DeadLetterFailed, *CohortJoined, *AssignmentNotice, *SetOwner:

@@ -16,10 +16,11 @@ import (
 //     subscription, lease, pending settle, reply owed, storage work, and
 //     the idle window elapsed); the driver confirms with UnloadDone;
 //   - from the check on the partition counts as not loaded: an Open or a
-//     dead-letter copy that arrives meanwhile waits in its waiters and is
-//     answered when the check says no, or after the unload by a reload
-//     (lease creation is serialized with cleanup: nothing can reach the
-//     Host between its yes and its drop);
+//     dead-letter copy that arrives meanwhile waits in its waiters and
+//     cancels the unload (UnloadCancel), then is answered from the Host as
+//     it was (lease creation is serialized with cleanup: nothing can reach
+//     the Host between its yes and its drop); one that arrives once the
+//     unload is sent waits for UnloadDone and reloads the partition;
 //   - an unloaded partition has no partitionEntry: it is not swept again,
 //     and the Node keeps for it at most its next timer deadline (wakes),
 //     at which it is reloaded, plus a bounded ring of recent evictions;
@@ -221,6 +222,18 @@ func (n *Node) onUnloadAnswer(from Address, msg *UnloadAnswer) {
 	if !msg.OK {
 		pe.idle = idleNone
 		n.skipIdle(pe, msg.Reason)
+		n.resumeAfterCheck(id, pe)
+		return
+	}
+	// Something came meanwhile, or cleanup was turned off: the unload is
+	// cancelled rather than carried out and undone by a reload.
+	if len(pe.waiters) > 0 || !n.cfg.IdleCleanup.Enabled {
+		n.send(PartitionAddr(id), &UnloadCancel{Seq: msg.Seq})
+		pe.idle = idleNone
+		n.skipIdle(pe, "cancelled: used during the check")
+		if !n.cfg.IdleCleanup.Enabled {
+			pe.lastCleanup = "skipped: cleanup disabled"
+		}
 		n.resumeAfterCheck(id, pe)
 		return
 	}

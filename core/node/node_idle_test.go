@@ -83,7 +83,7 @@ func TestIdleHostRefusesWhileWorkIsLive(t *testing.T) {
 	}
 }
 
-func TestIdleOpenDuringCheckWaitsAndReloads(t *testing.T) {
+func TestIdleOpenDuringCheckCancelsTheUnload(t *testing.T) {
 	q := qid("orders", 0)
 	d := newIdleDriver(t, idleOn())
 	d.open(idlePub, q)
@@ -106,8 +106,8 @@ func TestIdleOpenDuringCheckWaitsAndReloads(t *testing.T) {
 		}
 	}
 	// The Host had said yes before the Open arrived: the Open waited for
-	// the unload and was answered by the reload, not lost.
-	if opened != 1 || d.unloads[q] != 1 || d.loads[q] != 2 || d.hosts[q] == nil {
+	// the answer, which the Node then took back; it is answered, not lost.
+	if opened != 1 || d.unloads[q] != 0 || d.loads[q] != 1 || d.hosts[q] == nil || d.hosts[q].Released() {
 		t.Fatalf("opened %d, unloads %d, loads %d", opened, d.unloads[q], d.loads[q])
 	}
 	if got := d.drain(idlePub, q, 1); !slices.Equal(got, []string{"m0"}) {
@@ -157,5 +157,37 @@ func TestSessionReleasesAnIdleOpen(t *testing.T) {
 	h.deliver(&ReleaseIdle{Queue: sessQOrders, IdleMs: 5000})
 	if len(h.forgets) != 1 || h.forgets[0].To != PartitionAddr(sessQOrders) {
 		t.Fatalf("an idle open was not forgotten: %v", h.forgets)
+	}
+}
+
+func TestIdleOpenDuringUnloadWaitsAndReloads(t *testing.T) {
+	q := qid("orders", 0)
+	d := newIdleDriver(t, idleOn())
+	d.open(idlePub, q)
+	d.publish(idlePub, q, "m0")
+	d.forget(idlePub, q)
+	d.holdUnloads = true
+	d.advance(2000)
+	if len(d.held) != 1 || d.row(q).State != "unloading" {
+		t.Fatalf("no unload on its way (%v, %+v)", d.held, d.row(q))
+	}
+	// An Open while the unload is on its way: not answered from the Host
+	// being dropped, but after the reload.
+	if d.open(idlePub, q) {
+		t.Fatal("an Open was answered by a partition on its way out")
+	}
+	d.holdUnloads = false
+	d.finishUnloads()
+	opened := 0
+	for _, m := range d.take(idlePub) {
+		if o, ok := m.(*Opened); ok && o.Err == nil {
+			opened++
+		}
+	}
+	if opened != 1 || d.unloads[q] != 1 || d.loads[q] != 2 {
+		t.Fatalf("opened %d, unloads %d, loads %d", opened, d.unloads[q], d.loads[q])
+	}
+	if got := d.drain(idlePub, q, 1); !slices.Equal(got, []string{"m0"}) {
+		t.Fatalf("after the reload delivered %q", got)
 	}
 }
