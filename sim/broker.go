@@ -83,6 +83,8 @@ type BrokerStats struct {
 	Snapshots   uint64
 	LoadFails   uint64
 	ReadFaults  uint64
+	Unloads     uint64 // idle partitions unloaded (broker_idle.go)
+	Reloads     uint64 // and loaded again (LoadRequest.Reload)
 }
 
 type envelopePair struct{ from, to node.Address }
@@ -124,6 +126,9 @@ type partShadow struct {
 	appended uint64
 	synced   uint64
 	loads    int // recoveries so far (the first is of an empty log)
+	// evictedEmpty: unloaded idle (broker_idle.go) holding no live
+	// message; cleared when it loads again.
+	evictedEmpty bool
 }
 
 // brokerConn is one accepted connection.
@@ -415,7 +420,13 @@ func (b *Broker) apply(from node.Address, rd *node.Ready, h *brokerHost, sh *bro
 		b.send(rd.Out[i])
 	}
 	for _, req := range rd.Load {
+		if req.Reload {
+			b.stats.Reloads++
+		}
 		b.load(req)
+	}
+	for _, q := range rd.Unload {
+		b.unload(q) // broker_idle.go
 	}
 	for _, pc := range rd.CheckPassword {
 		b.checkPassword(from, pc)
@@ -592,6 +603,7 @@ func (b *Broker) load(req node.LoadRequest) {
 			return
 		}
 		req.Config = cfg
+		ps.evictedEmpty = false
 		h := &brokerHost{queue: q, m: b.newHost(p, req, ps), shadow: ps}
 		b.store.bind(h)
 		b.hosts[q] = h

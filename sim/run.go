@@ -221,5 +221,7 @@ func (w *World) addUp(res *Result) {
 		st.Spills += b.stats.Spills
 		st.Steps += b.stats.Steps
 		st.Snapshots += b.stats.Snapshots
+		st.Unloads += b.stats.Unloads
+		st.Reloads += b.stats.Reloads
 	}
 }
