@@ -91,7 +91,9 @@ type idleState struct {
 	// at or before the earliest (a stale earlier value costs a scan).
 	wakes    map[core.QueueID]int64
 	wakeAtMs int64
-	// recent: evictions of this process, newest last, at most idleRecentMax.
+	// recent: evictions of this process, newest last, at most idleRecentMax
+	// (queues_debug's idle_ms of an unloaded partition; which partitions
+	// were evicted is a bit in their catalogue entry).
 	recent      map[core.QueueID]int64
 	recentOrder []core.QueueID
 	counters    IdleCounters
@@ -281,6 +283,12 @@ func (n *Node) onUnloadDone(in *UnloadDone) {
 }
 
 func (n *Node) rememberEviction(id core.QueueID) {
+	if e := n.state.queues[queueKey{Topic: id.Topic, Group: id.Group}]; e != nil {
+		if len(e.evicted) == 0 {
+			e.evicted = make([]uint64, (e.partitions+63)/64)
+		}
+		e.evicted[id.Partition/64] |= 1 << (id.Partition % 64)
+	}
 	if n.idle.recent == nil {
 		n.idle.recent = map[core.QueueID]int64{}
 	}
@@ -312,12 +320,16 @@ func (n *Node) addIdleWake(id core.QueueID, atMs int64) {
 func (n *Node) noteLoadRequest(id core.QueueID) bool {
 	delete(n.idle.wakes, id)
 	if _, ok := n.idle.recent[id]; ok {
-		n.idle.counters.Reloaded++
 		delete(n.idle.recent, id)
 		n.idle.recentOrder = slices.DeleteFunc(n.idle.recentOrder, func(x core.QueueID) bool { return x == id })
-		return true
 	}
-	return false
+	e := n.state.queues[queueKey{Topic: id.Topic, Group: id.Group}]
+	if e == nil || len(e.evicted) == 0 || e.evicted[id.Partition/64]&(1<<(id.Partition%64)) == 0 {
+		return false
+	}
+	e.evicted[id.Partition/64] &^= 1 << (id.Partition % 64)
+	n.idle.counters.Reloaded++
+	return true
 }
 
 // reloadDue loads, in QueueID order, every unloaded partition whose timer

@@ -46,8 +46,12 @@ func (n *Node) debugRow(id core.QueueID) QueueDebugRow {
 	switch {
 	case pe == nil:
 		row.State = "unloaded"
+		if e := n.state.queues[queueKey{Topic: id.Topic, Group: id.Group}]; e != nil && len(e.evicted) > 0 &&
+			e.evicted[id.Partition/64]&(1<<(id.Partition%64)) != 0 {
+			row.LastCleanup = "evicted"
+		}
 		if at, ok := n.idle.recent[id]; ok {
-			row.LastCleanup, row.IdleMs = "evicted", n.nowMs-at
+			row.IdleMs = n.nowMs - at
 		}
 		return row
 	case pe.idle == idleUnloading:
