@@ -23,7 +23,9 @@ import (
 //     unload is sent waits for UnloadDone and reloads the partition;
 //   - an unloaded partition has no partitionEntry: it is not swept again,
 //     and the Node keeps for it at most its next timer deadline (wakes),
-//     at which it is reloaded, plus a bounded ring of recent evictions;
+//     at which it is reloaded, one bit in its catalogue entry (evicted, for
+//     the reload counter), and a place in a bounded ring of recent
+//     evictions (their time, for queues_debug);
 //   - every structure here is bounded: checks in flight by
 //     idleChecksInflightMax, recent evictions by idleRecentMax, wakes by
 //     the catalogue.
