@@ -142,6 +142,7 @@ func distinctCounters() broker.Counters {
 		TTLDropped: 107, Connections: 108, AuthFailures: 109, ProtocolErrors: 110, GraceEntered: 111,
 		GraceExpired: 112, Resumed: 113, ResumeNew: 114, ResumeRejected: 115, PayloadsRead: 116,
 		StreamEntriesRead: 117, StorageWriteRounds: 118, ConnectionsOpen: 119, ResidentPayloadBytes: 120,
+		IdleEvictions: 121, IdleReloads: 122, // queues_debug.go
 	}
 }
 
@@ -191,6 +192,9 @@ func TestMetricsReadTheCounters(t *testing.T) {
 		"fibril_storage_writes_total":              {dto.MetricType_COUNTER, 118},
 		"fibril_tcp_connections_open":              {dto.MetricType_GAUGE, 119},
 		"fibril_broker_resident_payload_bytes":     {dto.MetricType_GAUGE, 120},
+		// Idle queue eviction (queues_debug.go).
+		"fibril_queue_idle_evictions_total": {dto.MetricType_COUNTER, 121},
+		"fibril_queue_reloads_total":        {dto.MetricType_COUNTER, 122},
 	}
 	for name, w := range want {
 		f := families[name]
