@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/fibril-go/fibril/core"
@@ -80,4 +81,40 @@ func (n *Node) onUnloadCheckBounced(id core.QueueID, msg *UnloadCheck) {
 	assertHold(n.idle.checksOut >= 0, "each check is answered once")
 	pe.idle, pe.checkSeq = idleNone, 0
 	n.resumeAfterCheck(id, pe)
+}
+
+// checkIdle: the eviction bookkeeping agrees with the partition table.
+// Checks in flight are counted exactly and bounded; a partition in an
+// eviction is not loaded and has no settings held; only loaded queue
+// partitions (or ones in an eviction) have publishers; the ring and the
+// deadlines name only partitions without an entry or loading for them.
+func (n *Node) checkIdle() error {
+	checking := 0
+	for id, pe := range n.partitions {
+		switch {
+		case pe.idle == idleChecking && (pe.checkSeq == 0 || pe.loaded):
+			return fmt.Errorf("partition %v checked (seq %d) while loaded %v", id, pe.checkSeq, pe.loaded)
+		case pe.idle == idleUnloading && (pe.loaded || pe.checkSeq != 0):
+			return fmt.Errorf("partition %v unloading while loaded %v or checked", id, pe.loaded)
+		case pe.idle != idleNone && len(pe.held) > 0:
+			return fmt.Errorf("partition %v in an eviction holds %d opens for settings", id, len(pe.held))
+		case len(pe.publishers) > 0 && (pe.stream || (!pe.loaded && pe.idle == idleNone)):
+			return fmt.Errorf("partition %v has publishers while not a loaded queue partition", id)
+		}
+		if pe.idle == idleChecking {
+			checking++
+		}
+	}
+	if checking != n.idle.checksOut || checking > idleChecksInflightMax {
+		return fmt.Errorf("%d checks in flight, counted %d (limit %d)", checking, n.idle.checksOut, idleChecksInflightMax)
+	}
+	if len(n.idle.recent) != len(n.idle.recentOrder) || len(n.idle.recent) > idleRecentMax {
+		return fmt.Errorf("eviction ring %d/%d over %d", len(n.idle.recent), len(n.idle.recentOrder), idleRecentMax)
+	}
+	for id := range n.idle.wakes {
+		if n.idle.wakeAtMs == 0 || n.idle.wakes[id] < n.idle.wakeAtMs {
+			return fmt.Errorf("deadline of %v at %d before the earliest kept %d", id, n.idle.wakes[id], n.idle.wakeAtMs)
+		}
+	}
+	return nil
 }

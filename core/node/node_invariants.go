@@ -51,6 +51,9 @@ func (n *Node) CheckInvariants() error {
 	if err := n.checkDirectory(); err != nil {
 		return err
 	}
+	if err := n.checkIdle(); err != nil { // node_idle.go
+		return err
+	}
 	return n.checkCatalog()
 }
 
