@@ -144,6 +144,7 @@ func distinctCounters() broker.Counters {
 		StreamEntriesRead: 117, StorageWriteRounds: 118, ConnectionsOpen: 119, ResidentPayloadBytes: 120,
 		Quarantined: 125, Quarantines: 126,
 		BytesIn: 121, BytesOut: 122, SubscriptionsOpen: 123, Reconciles: 124,
+		IdleEvictions: 127, IdleReloads: 128, // queues_debug.go
 	}
 }
 
@@ -201,6 +202,9 @@ func TestMetricsReadTheCounters(t *testing.T) {
 		"fibril_tcp_bytes_out_total":          {dto.MetricType_COUNTER, 122},
 		"fibril_subscriptions_open":           {dto.MetricType_GAUGE, 123},
 		"fibril_tcp_reconcile_requests_total": {dto.MetricType_COUNTER, 124},
+		// Idle queue eviction (queues_debug.go).
+		"fibril_queue_idle_evictions_total": {dto.MetricType_COUNTER, 127},
+		"fibril_queue_reloads_total":        {dto.MetricType_COUNTER, 128},
 	}
 	for name, w := range want {
 		f := families[name]

@@ -161,6 +161,30 @@ func Table() []Key {
 			Get: func(c broker.Config) Value { return Users(c.Users...) },
 			Set: func(c *broker.Config, v Value) { c.Users = append([]broker.UserSeed(nil), v.Users...) }},
 
+		// idle_queue_cleanup (SPEC 9, docs/idle.md).
+		{Name: "idle_queue_cleanup.enabled", Kind: KindBool, Flag: "idle-cleanup",
+			Doc: "unload queue partitions nobody uses (they load again on use, messages intact)",
+			Get: func(c broker.Config) Value { return Bool(c.IdleCleanup.Enabled) },
+			Set: func(c *broker.Config, v Value) { c.IdleCleanup.Enabled = v.Bool }},
+		{Name: "idle_queue_cleanup.evict_after_ms", Kind: KindInt, Min: 1, Max: msMax, Unit: "ms",
+			Flag: "idle-evict-after-ms",
+			// SPEC 9: this variable also turns cleanup on.
+			EnvAliases: []string{"FIBRIL_QUEUE_IDLE_EVICT_AFTER_MS"},
+			Implies:    map[string]string{"idle_queue_cleanup.enabled": "true"},
+			Doc:        "how long a queue partition stays unused before it is unloaded (setting it turns cleanup on)",
+			Get:        func(c broker.Config) Value { return Int(c.IdleCleanup.EvictAfterMs) },
+			Set:        func(c *broker.Config, v Value) { c.IdleCleanup.EvictAfterMs = v.Int }},
+		{Name: "idle_queue_cleanup.sweep_interval_ms", Kind: KindInt, Min: 1, Max: msMax, Unit: "ms",
+			Flag: "idle-sweep-interval-ms",
+			Doc:  "how often idle partitions are looked for",
+			Get:  func(c broker.Config) Value { return Int(c.IdleCleanup.SweepIntervalMs) },
+			Set:  func(c *broker.Config, v Value) { c.IdleCleanup.SweepIntervalMs = v.Int }},
+		{Name: "idle_queue_cleanup.publisher_idle_timeout_ms", Kind: KindInt, Min: 0, Max: msMax, Unit: "ms",
+			Flag: "idle-publisher-timeout-ms",
+			Doc:  "a session holding a partition open without using it this long lets it go, so it can be unloaded (0: unset, held until the session ends)",
+			Get:  func(c broker.Config) Value { return Int(c.IdleCleanup.PublisherIdleTimeoutMs) },
+			Set:  func(c *broker.Config, v Value) { c.IdleCleanup.PublisherIdleTimeoutMs = v.Int }},
+
 		// recovery.
 		{Name: "recovery.on_mismatch", Kind: KindString, Flag: "recovery-on-mismatch",
 			Enum: []string{"quarantine", "refuse", "ignore"},

@@ -90,6 +90,8 @@ type BrokerStats struct {
 	ReadFaults  uint64
 	// Quarantines counts partitions the Node parked (broker_quarantine.go).
 	Quarantines uint64
+	Unloads     uint64 // idle partitions unloaded (broker_idle.go)
+	Reloads     uint64 // and loaded again (LoadRequest.Reload)
 }
 
 type envelopePair struct{ from, to node.Address }
@@ -131,6 +133,9 @@ type partShadow struct {
 	appended uint64
 	synced   uint64
 	loads    int // recoveries so far (the first is of an empty log)
+	// evictedEmpty: unloaded idle (broker_idle.go) holding no live
+	// message; cleared when it loads again.
+	evictedEmpty bool
 }
 
 // brokerConn is one accepted connection.
@@ -426,12 +431,18 @@ func (b *Broker) apply(from node.Address, rd *node.Ready, h *brokerHost, sh *bro
 		b.send(rd.Out[i])
 	}
 	for _, req := range rd.Load {
+		if req.Reload {
+			b.stats.Reloads++
+		}
 		b.load(req)
 	}
 	// Queue removals come only from an operator's DeleteQueue, which no
 	// scenario sends yet: carrying one out (storage, shadows, the checker's
 	// view of the deleted messages) is still to be built.
 	assert(len(rd.Remove) == 0, "the simulator does not carry out queue removals yet")
+	for _, q := range rd.Unload {
+		b.unload(q) // broker_idle.go
+	}
 	for _, pc := range rd.CheckPassword {
 		b.checkPassword(from, pc)
 	}
@@ -607,6 +618,7 @@ func (b *Broker) load(req node.LoadRequest) {
 			return
 		}
 		req.Config = cfg
+		ps.evictedEmpty = false
 		h := &brokerHost{queue: q, m: b.newHost(p, req, ps), shadow: ps}
 		b.store.bind(h)
 		b.hosts[q] = h

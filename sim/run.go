@@ -224,6 +224,8 @@ func (w *World) addUp(res *Result) {
 		st.Spills += b.stats.Spills
 		st.Steps += b.stats.Steps
 		st.Snapshots += b.stats.Snapshots
+		st.Unloads += b.stats.Unloads
+		st.Reloads += b.stats.Reloads
 	}
 	if in := w.inspector; in != nil {
 		st.OperatorRequests, st.OperatorAnswers, st.OperatorLost = uint64(in.sent), uint64(in.answered), uint64(in.lost)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fibril-go/fibril/core"
+	"github.com/fibril-go/fibril/core/node"
 )
 
 // A Scenario is a workload plus a fault schedule, run for one seed at a
@@ -40,6 +41,9 @@ type BrokerKnobs struct {
 	SnapshotEntriesMin      int
 	DeadLetterRetryMaxMs    int64
 	ConnectionsMax          int // admission: one more is refused (ERROR 500)
+	// IdleCleanup, when Enabled, replaces the Node's idle_queue_cleanup
+	// settings (SPEC 9): the idle-eviction scenario.
+	IdleCleanup node.IdleCleanupConfig
 }
 
 // QueueConfig declares one queue on every node that hosts it.

@@ -80,10 +80,12 @@ type RunStats struct {
 	Crashes      uint64 // process crashes (page cache kept)
 	PowerLosses  uint64 // power losses (unsynced data dropped)
 	Snapshots    uint64
-	Spills       uint64 // spilled payloads read back from storage (deliveries, dead-letter copies)
-	Steps        uint64
-	Events       uint64
-	SimMs        int64
+	// Unloads and Reloads: idle partitions unloaded, and loaded again.
+	Unloads, Reloads uint64
+	Spills           uint64 // spilled payloads read back from storage (deliveries, dead-letter copies)
+	Steps            uint64
+	Events           uint64
+	SimMs            int64
 	// Cohorts: ASSIGNMENT_CHANGED frames the members decoded, and the
 	// hand-overs after a member left (checker.RebalanceTimes).
 	Notices    uint64

@@ -63,6 +63,9 @@ func (w *World) nodeConfig() node.Config {
 	if k.SnapshotEntriesMin != 0 {
 		cfg.SnapshotEntriesMin = k.SnapshotEntriesMin
 	}
+	if k.IdleCleanup.Enabled {
+		cfg.IdleCleanup = k.IdleCleanup
+	}
 	// Small segments, ring, window and reads: sealing, retention,
 	// backfill from the log and full windows all happen in short runs.
 	cfg.StreamPartition.SegmentRecordsMax = 24
@@ -182,7 +185,7 @@ func (w *World) isQuiescentBrokers() bool {
 		// A partition written to and not loaded now may hold live messages
 		// nobody is draining.
 		for _, ps := range b.sortedShadows() {
-			if b.hosts[ps.queue] == nil {
+			if b.hosts[ps.queue] == nil && !ps.evictedEmpty {
 				return false
 			}
 		}

@@ -96,6 +96,10 @@ type Config struct {
 	// StreamPartition is the template of every stream partition's config
 	// (Stream and Epoch are filled per partition by the Node).
 	StreamPartition stream.Config
+
+	// IdleCleanup is idle queue eviction (SPEC 9, node_idle.go). The Node
+	// reads it at every sweep: a driver may update it live.
+	IdleCleanup IdleCleanupConfig
 }
 
 // DefaultConfig returns the embedded defaults (SPEC 8, 14).
@@ -123,6 +127,7 @@ func DefaultConfig() Config {
 		DeadLettersInflightMax:     256,
 		Partition:                  core.DefaultConfig(core.QueueID{Topic: "template"}),
 		StreamPartition:            stream.DefaultConfig(core.QueueID{Topic: "template"}),
+		IdleCleanup:                DefaultIdleCleanup(),
 	}
 }
 
@@ -159,6 +164,9 @@ func (c Config) Validate() error {
 		return errors.New("node config: recovery on_mismatch must be quarantine, refuse or ignore")
 	}
 	if err := c.StreamPartition.Validate(); err != nil {
+		return err
+	}
+	if err := c.IdleCleanup.Validate(); err != nil {
 		return err
 	}
 	return c.Partition.Validate()

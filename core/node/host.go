@@ -72,6 +72,10 @@ type Host struct {
 	answers answerBatch
 	// deleted: the queue's removal is durable (host_queueops.go).
 	deleted bool
+	// Idle eviction (host_idle.go): the last use, and released once the
+	// Host agreed to be unloaded.
+	lastActiveMs int64
+	released     bool
 }
 
 // hostRefKind says who waits for a reply.
@@ -173,8 +177,14 @@ func (h *Host) Step(in Input) *Ready {
 	if now := in.nowMs(); now > h.nowMs {
 		h.nowMs = now
 	}
+	if h.lastActiveMs == 0 {
+		h.lastActiveMs = h.nowMs // loaded: the idle window starts now
+	}
 	switch in := in.(type) {
 	case *Tick:
+		if h.released {
+			break // the Node holds the deadline (host_idle.go)
+		}
 		h.fireRetries()
 		h.inTick = core.Tick{NowMs: h.nowMs}
 		h.stepCore(&h.inTick)
@@ -209,6 +219,9 @@ func (h *Host) finishStep() {
 	h.rd.WakeMs = h.coreWakeMs
 	if at := h.nextRetryMs(); at != 0 && (h.rd.WakeMs == 0 || at < h.rd.WakeMs) {
 		h.rd.WakeMs = at
+	}
+	if h.released {
+		h.rd.WakeMs = 0 // waiting to be dropped: the Node wakes it by reloading
 	}
 	clear(h.grouped)
 }
@@ -337,7 +350,14 @@ func (h *Host) newRef(ref hostRef) uint64 {
 // onDeliver dispatches an envelope from a session, the Node or another
 // partition. The set is closed: anything else is a bug.
 func (h *Host) onDeliver(env Envelope) {
+	h.noteActivity(env.Msg)
 	switch msg := env.Msg.(type) {
+	case *UnloadCheck:
+		h.onUnloadCheck(msg)
+	case *UnloadCancel:
+		h.onUnloadCancel(msg)
+	case *Forget:
+		h.onForget(env.From)
 	case *Request:
 		h.onRequest(env.From, msg)
 	case *DeadLetterStored:
@@ -448,7 +468,7 @@ func (h *Host) onBounced(env Envelope) {
 	// goes back to retry with backoff instead of waiting forever.
 	case *DeadLetterOut:
 		h.onDeadLetterFailed(msg.Offset)
-	case *SettingsApplied, *InflightCount:
+	case *SettingsApplied, *InflightCount, *UnloadAnswer, *PublisherGone:
 		// The Node never goes away while its Hosts run; nothing waits here.
 	case *Purged, *AdminPublished, *Observation:
 		// Operator answers go to an AdminAddr, which the driver never

@@ -89,6 +89,9 @@ type Node struct {
 	// quar is the quarantine set (node_quarantine.go).
 	quar quarantineState
 
+	// idle is idle queue eviction's bookkeeping (node_idle.go).
+	idle idleState
+
 	rd Ready
 	// carry keeps the Ready NewNode filled (the boot record) for the first
 	// Step instead of resetting it.
@@ -161,6 +164,16 @@ type partitionEntry struct {
 	settingsSentSeq    uint64
 	settingsAppliedSeq uint64
 	held               []opener
+	// Idle eviction (node_idle.go): sessions holding it open (grants per
+	// session), where an eviction is, and what the last sweep saw.
+	publishers  map[SessionID]uint32
+	idle        idlePhase
+	checkSeq    uint64
+	wakeMs      int64 // the Host's next deadline, once it said yes
+	timerLoad   bool  // loaded for its timer work, with nobody waiting
+	lastCleanup string
+	subscribers int
+	idleMs      int64
 }
 
 // creatingQueue is a queue created in this process whose catalogue record
@@ -357,6 +370,8 @@ func (n *Node) Step(in Input) *Ready {
 		n.onDrain(in)
 	case *RemoveDone: // node_queueops.go
 		n.onRemoveDone(in)
+	case *UnloadDone:
+		n.onUnloadDone(in)
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T", in))
 	}
@@ -366,6 +381,7 @@ func (n *Node) Step(in Input) *Ready {
 		// subscribing to every partition) are assigned together.
 		n.assignCohorts()
 	}
+	n.idleStep()
 	n.expireHandshakes()
 	n.expireSkeletons()
 	n.maybeSnapshot()
@@ -379,7 +395,7 @@ func (n *Node) resetReady() {
 	clear(n.rd.Out) // drop references to bodies
 	n.rd = Ready{
 		Start: n.rd.Start[:0], Bind: n.rd.Bind[:0], Persist: n.rd.Persist[:0], Sends: n.rd.Sends[:0],
-		Close: n.rd.Close[:0], Out: n.rd.Out[:0], Load: n.rd.Load[:0], Remove: n.rd.Remove[:0],
+		Close: n.rd.Close[:0], Out: n.rd.Out[:0], Load: n.rd.Load[:0], Remove: n.rd.Remove[:0], Unload: n.rd.Unload[:0],
 	}
 }
 
@@ -422,6 +438,12 @@ func (n *Node) onDeliver(in *Deliver) {
 		n.onInflightCount(from, msg)
 	case *RepairQuarantine:
 		n.onRepairQuarantine(from, msg)
+	case *UnloadAnswer:
+		n.onUnloadAnswer(from, msg)
+	case *PublisherGone:
+		n.onPublisherGone(from, msg)
+	case *QueuesDebugRequest:
+		n.onQueuesDebug(from)
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T envelope", msg))
 	}
@@ -448,7 +470,18 @@ func (n *Node) onBounced(in *Bounced) {
 		n.inflightAnswered(in.Envelope.To.Queue, msg.Token, 0) // gone, and its leases with it
 	case *PartitionDeleted, *QueueList, *QueueDeleteResult:
 		// The partition stopped already; an operator that gave up.
-	case *Opened, *Declared, *ShuttingDown, *DeadLetterFailed, *CohortJoined, *AssignmentNotice, *SetOwner, *QuarantineRepaired:
+	case *Opened:
+		// The session ended before the grant reached it: it will never
+		// forget it (node_idle.go).
+		if msg.Err == nil && msg.Kind == KindQueue {
+			n.ungrantOpen(msg.Queue, in.Envelope.To.Session)
+		}
+	case *UnloadCheck:
+		n.onUnloadCheckBounced(in.Envelope.To.Queue, msg)
+	case *ReleaseIdle, *QueuesDebug, *UnloadCancel:
+		// The session ended (its grants went with its Forgets), or the
+		// operator gave up waiting.
+	case *Declared, *ShuttingDown, *DeadLetterFailed, *CohortJoined, *AssignmentNotice, *SetOwner, *QuarantineRepaired:
 		// CohortJoined, AssignmentNotice: the session ended (its
 		// SessionEnded cleans its cohorts up). SetOwner: the partition was
 		// unloaded; its subscriptions went with it, and so will their
@@ -611,6 +644,9 @@ func (n *Node) nextWakeMs() int64 {
 		wake = at
 	}
 	if at := n.cohortsWakeMs(); at != 0 && (wake == 0 || at < wake) {
+		wake = at
+	}
+	if at := n.idleWakeMs(); at != 0 && (wake == 0 || at < wake) {
 		wake = at
 	}
 	return wake

@@ -184,7 +184,8 @@ func (n *Node) openPartition(key queueKey, o opener) {
 		// One load per partition: later Opens wait on this one.
 		pe = &partitionEntry{waiters: []opener{o}, sent: entry.settings}
 		n.partitions[id] = pe
-		n.rd.Load = append(n.rd.Load, LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings)})
+		reload := n.noteLoadRequest(id) // node_idle.go
+		n.rd.Load = append(n.rd.Load, LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings), Reload: reload})
 	}
 }
 
@@ -210,7 +211,11 @@ func (n *Node) openerReady(id core.QueueID, partitions uint32, o opener) {
 	if o.forward == nil {
 		// A session's Open gets Opened; a forward's "open" is the copy itself,
 		// stored in the target and counted out of forwardsWaiting.
-		n.send(o.session, &Opened{Token: o.token, Queue: id, Partitions: partitions, Kind: n.kindOf(id)})
+		kind := n.kindOf(id)
+		if kind == KindQueue {
+			n.grantOpen(id, o.session.Session) // node_idle.go: a publisher
+		}
+		n.send(o.session, &Opened{Token: o.token, Queue: id, Partitions: partitions, Kind: kind})
 		return
 	}
 	n.send(PartitionAddr(id), &StoreDeadLetter{Source: o.forward.source, Offset: o.forward.offset, Body: o.forward.body})
@@ -253,12 +258,15 @@ func (n *Node) onLoadDone(in *LoadDone) {
 		// Forget the failure: the next Open tries again (a full disk or too
 		// many open files can pass).
 		delete(n.partitions, in.Queue)
+		if pe.timerLoad {
+			n.addIdleWake(in.Queue, n.nowMs+idleReloadRetryMs) // node_idle.go
+		}
 		for _, o := range waiters {
 			n.failOpener(key, o, core.ErrPartitionLoadFailed)
 		}
 		return
 	}
-	pe.loaded = true
+	pe.loaded, pe.timerLoad = true, false
 	if pe.stream {
 		entry := n.state.streams[in.Queue.Topic]
 		assertHold(entry != nil, "a loaded stream partition's stream is in the catalogue")

@@ -54,6 +54,9 @@ func (n *Node) CheckInvariants() error {
 	if err := n.checkDirectory(); err != nil {
 		return err
 	}
+	if err := n.checkIdle(); err != nil { // node_idle.go
+		return err
+	}
 	return n.checkCatalog()
 }
 
@@ -189,7 +192,7 @@ func (n *Node) checkCatalog() error {
 			return fmt.Errorf("partition %v loaded or loading outside the catalogue", id)
 		case pe.loaded && len(pe.waiters) > 0:
 			return fmt.Errorf("loaded partition %v has %d waiters", id, len(pe.waiters))
-		case !pe.loaded && len(pe.waiters) == 0 && !n.repairing(id):
+		case !pe.loaded && len(pe.waiters) == 0 && !n.repairing(id) && pe.idle == idleNone && !pe.timerLoad:
 			return fmt.Errorf("partition %v loading for nobody", id)
 		// Partitions take their TagFloor from the boot counter: one loaded before
 		// the boot record is durable could reuse an earlier boot's delivery tags.

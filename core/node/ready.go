@@ -44,6 +44,9 @@ type Ready struct {
 	// Remove (Node): queues whose data the driver deletes, after Out is
 	// delivered and before any later Load (msg_queueops.go).
 	Remove        []RemoveRequest
+	// Unload (Node): drop each partition's Host and close its storage,
+	// then answer UnloadDone (idle eviction, node_idle.go).
+	Unload        []core.QueueID
 	CheckPassword []PasswordCheck
 	Snapshot      *SnapshotRequest
 	// Reads (StreamHost): log reads for stream subscriptions behind the
@@ -121,6 +124,9 @@ type LoadRequest struct {
 	// Truncate: cut the log at its first bad record (and report it in
 	// LoadDone.Cut) instead of refusing it as damaged (node_quarantine.go).
 	Truncate bool
+	// Reload: the partition was evicted idle in this process and loads
+	// again (counted by drivers, node_idle.go).
+	Reload bool
 	// KindStream only.
 	StreamConfig stream.Config
 	Stream       core.StreamSettings

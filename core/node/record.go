@@ -86,6 +86,10 @@ type catalogEntry struct {
 	key        queueKey
 	partitions uint32
 	settings   catalogSettings
+	// evicted is volatile, never encoded: one bit per partition evicted
+	// idle in this process and not loaded since (node_idle.go), so the
+	// reload counter is exact at one bit per partition.
+	evicted []uint64
 }
 
 // streamEntry is one declared stream: a topic (no group) and its settings,

@@ -292,6 +292,8 @@ func (s *Session) onEnvelope(now int64, msg Message) {
 		s.onCohortJoined(m)
 	case *AssignmentNotice:
 		s.onAssignmentNotice(m)
+	case *ReleaseIdle:
+		s.onReleaseIdle(m)
 	default:
 		panic(fmt.Sprintf("node: a session does not take a %T envelope", msg))
 	}
@@ -301,6 +303,8 @@ func (s *Session) onEnvelope(now int64, msg Message) {
 // hand back deliveries (and late subscriptions) so partitions requeue.
 func (s *Session) onEnvelopeEnded(msg Message) {
 	switch m := msg.(type) {
+	case *Opened:
+		s.forgetGrant(m) // session_idle.go
 	case *Attach:
 		s.out(NodeAddr(), &AttachRefused{Conn: m.Conn, Loopback: m.Loopback, HelloRequestID: m.HelloRequestID})
 	case *Deliveries:

@@ -268,7 +268,7 @@ func (s *Session) end() {
 	// Opened reaches an ended session, which ignores it.
 	sessionAssert(len(s.subs) == 0 && s.heldBytes == 0 && len(s.streamSubs) == 0, "the end left subscriptions or held deliveries")
 	for _, q := range sortedOpenKeys(s.opens) {
-		delete(s.opens, q)
+		s.forgetOpen(q) // after the Unsubscribes: FIFO per partition
 	}
 	s.dormant, s.graceTimerMs = false, 0
 	s.early = earlyConn{}

@@ -21,6 +21,9 @@ type sessHarness struct {
 	out    []Envelope
 	checks []PasswordCheck
 	ended  bool
+	// forgets collects the Forget envelopes (idle eviction), kept out of
+	// out so tests of other behaviour need not expect them.
+	forgets []Envelope
 }
 
 // sessT is what the harness needs of *testing.T, *testing.B and *rapid.T.
@@ -92,7 +95,13 @@ func (h *sessHarness) step(in Input) *Ready {
 			h.ended = true
 		}
 	}
-	h.out = append(h.out, rd.Out...)
+	for _, env := range rd.Out {
+		if _, ok := env.Msg.(*Forget); ok {
+			h.forgets = append(h.forgets, env)
+			continue
+		}
+		h.out = append(h.out, env)
+	}
 	h.checks = append(h.checks, rd.CheckPassword...)
 	if h.s.Ended() != h.ended {
 		h.t.Fatalf("Ended() is %v but SessionEnded sent is %v", h.s.Ended(), h.ended)
@@ -102,7 +111,7 @@ func (h *sessHarness) step(in Input) *Ready {
 
 func sessIsEndedEnvelope(m Message) bool {
 	switch m := m.(type) {
-	case *AttachRefused:
+	case *AttachRefused, *Forget:
 		return true
 	case *SessionInfo, *SessionClosed: // operator answers (session_surface.go)
 		return true

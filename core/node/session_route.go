@@ -105,6 +105,7 @@ type partitionOpen struct {
 	partitions uint32          // the queue's count, from the Node
 	kind       PartitionKind   // from the Node: requests of the other kind are refused
 	waiting    []queuedRequest // in arrival order; nil once opened
+	usedMs     int64           // the last request to it (session_idle.go)
 }
 
 // queuedRequest is a partition input on its way; gen and requestID answer
@@ -128,7 +129,7 @@ func (s *Session) forgetIdleOpens() {
 		// Opens still pending keep their queue of requests; forgetting one would
 		// strand those requests unanswered.
 		if o := s.opens[q]; o.opened && s.subs[q] == nil && s.streamSubs[q] == nil {
-			delete(s.opens, q)
+			s.forgetOpen(q)
 		}
 	}
 }
@@ -180,6 +181,7 @@ func (s *Session) toPartition(q core.QueueID, r queuedRequest) {
 		_, streamOnly := r.sinput.(*stream.Subscribe)
 		s.out(NodeAddr(), &Open{Token: o.token, Topic: q.Topic, Group: q.Group, Partition: q.Partition, Stream: streamOnly})
 	}
+	o.usedMs = s.nowMs
 	// Once opened, requests go straight out: FIFO per (session, partition)
 	// pair keeps them after everything queued before.
 	if o.opened {
@@ -198,7 +200,10 @@ func (s *Session) toPartition(q core.QueueID, r queuedRequest) {
 func (s *Session) onOpened(now int64, m *Opened) {
 	o := s.opens[m.Queue]
 	if o == nil || o.token != m.Token || o.opened {
-		return // an Open the session gave up on
+		// An Open the session gave up on: its grant is handed back, or the
+		// partition would count this session as its publisher forever.
+		s.forgetGrant(m)
+		return
 	}
 	waiting := o.waiting
 	o.waiting = nil

@@ -325,10 +325,16 @@ func (b *Broker) applyActorReady(a *actor, rd *node.Ready, w *worklist) {
 		b.route(env, w)
 	}
 	for _, req := range rd.Load {
+		if req.Reload {
+			b.idle.reloads.Add(1) // host_idle.go
+		}
 		b.startLoad(req)
 	}
 	for _, req := range rd.Remove { // admin_queueops.go
 		b.startRemove(req)
+	}
+	for _, id := range rd.Unload {
+		b.startUnload(id) // host_idle.go
 	}
 	for _, check := range rd.CheckPassword {
 		b.auth.submit(a, check)
@@ -566,6 +572,8 @@ func stampMachineInput(in node.Input, nowMs int64) {
 	case *node.StreamReadDone:
 		in.NowMs = nowMs
 	case *node.RemoveDone: // admin_queueops.go
+		in.NowMs = nowMs
+	case *node.UnloadDone: // host_idle.go
 		in.NowMs = nowMs
 	default:
 		panic(fmt.Sprintf("broker: unknown machine input %T", in))

@@ -54,8 +54,9 @@ type Broker struct {
 	nodeActor *actor
 	nodeLog   *nodeLog
 	importer  *catalogImport
-	admin     adminCalls  // operator requests in flight (admincall.go)
-	rates     rateSamples // listing rates (admin_queueops.go)
+	admin     adminCalls   // operator requests in flight (admincall.go)
+	rates     rateSamples  // listing rates (admin_queueops.go)
+	idle      idleCounters // idle eviction counters (host_idle.go)
 
 	sessMu   sync.RWMutex
 	sessions map[node.SessionID]*actor

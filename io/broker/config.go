@@ -81,6 +81,9 @@ type Config struct {
 	// (Stream and Epoch are filled per partition by the Node).
 	StreamPartition stream.Config
 
+	// IdleCleanup is idle queue eviction (SPEC 9, docs/idle.md).
+	IdleCleanup node.IdleCleanupConfig
+
 	Logger *slog.Logger
 
 	// AdminMetricsPerChannel (admin.metrics_per_channel) exposes the
@@ -131,6 +134,7 @@ func DefaultConfig() Config {
 		AllowDefaultLoopback:    nd.AllowDefaultLoopback,
 		Partition:               nd.Partition,
 		StreamPartition:         nd.StreamPartition,
+		IdleCleanup:             nd.IdleCleanup,
 		Logger:                  slog.Default(),
 		AdminMetricsPerChannel:  true,
 	}
@@ -180,5 +184,6 @@ func (c Config) nodeConfig() node.Config {
 	nc.RecoveryOnMismatch = c.RecoveryOnMismatch
 	nc.Partition = c.Partition
 	nc.StreamPartition = c.StreamPartition
+	nc.IdleCleanup = c.IdleCleanup
 	return nc
 }

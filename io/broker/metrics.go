@@ -114,6 +114,9 @@ type Counters struct {
 	// Quarantines counts partitions parked by recovery checks since start
 	// (SPEC 7); Quarantined is the gauge of those parked now.
 	Quarantines uint64
+	// IdleEvictions and IdleReloads count idle queue partitions unloaded
+	// and loaded again (host_idle.go).
+	IdleEvictions, IdleReloads uint64
 	// Gauges.
 	ConnectionsOpen, ResidentPayloadBytes, Quarantined int64
 	// BytesIn and BytesOut count wire bytes read from and written to client
@@ -139,6 +142,7 @@ func (b *Broker) Counters() Counters {
 		ConnectionsOpen:    m.connectionsOpen.Load(), ResidentPayloadBytes: m.residentPayloadBytes.Load(),
 		BytesIn: m.bytesIn.Load(), BytesOut: m.bytesOut.Load(),
 		SubscriptionsOpen: m.subscriptionsOpen.Load(), Reconciles: m.reconciles.Load(),
+		IdleEvictions: b.idle.evictions.Load(), IdleReloads: b.idle.reloads.Load(),
 	}
 	if q := m.quarantine.Load(); q != nil {
 		c.Quarantines, c.Quarantined = q.QuarantinesTotal, int64(len(q.Entries))
