@@ -86,6 +86,16 @@ type Config struct {
 	// continues above it, so delivery tags never repeat across an upgrade.
 	LegacyBootCount uint64
 
+	// DefaultPartitionCount is partitioning.default_partition_count: the
+	// partitions of a queue created without a count (a runtime seed).
+	DefaultPartitionCount uint32
+	// IdleQueueCleanup is idle_queue_cleanup.* (runtime seeds, runtime.go).
+	IdleQueueCleanup IdleQueueCleanupConfig
+	// RuntimeLockIdleQueueCleanup is runtime_locks.idle_queue_cleanup: the
+	// group cannot be changed through the admin API. Read at every boot
+	// (a lock is the operator's startup decision, not a persisted value).
+	RuntimeLockIdleQueueCleanup bool
+
 	// Partition is the template of every partition's core config (Queue,
 	// Epoch and TagFloor are filled per partition by the Node).
 	Partition core.Config
@@ -117,6 +127,8 @@ func DefaultConfig() Config {
 		DeadLetterRetryMinMs:       20,
 		DeadLetterRetryMaxMs:       5000,
 		DeadLettersInflightMax:     256,
+		DefaultPartitionCount:      1,
+		IdleQueueCleanup:           IdleQueueCleanupConfig{EvictAfterMs: runtimeIdleEvictAfterDefault, SweepIntervalMs: runtimeIdleSweepDefault},
 		Partition:                  core.DefaultConfig(core.QueueID{Topic: "template"}),
 		StreamPartition:            stream.DefaultConfig(core.QueueID{Topic: "template"}),
 	}

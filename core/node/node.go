@@ -84,6 +84,9 @@ type Node struct {
 	sessionCohorts map[SessionID]map[cohortKey]bool
 	cohortGenHigh  uint64
 	cohortsDueMs   int64 // when the oldest dirty cohort became dirty
+	// rt is the live side of runtime settings and the global dead-letter
+	// target (node_runtime.go).
+	rt runtimeVolatile
 
 	rd Ready
 	// carry keeps the Ready NewNode filled (the boot record) for the first
@@ -156,6 +159,9 @@ type partitionEntry struct {
 	settingsSentSeq    uint64
 	settingsAppliedSeq uint64
 	held               []opener
+	// runtime: the live runtime versions this partition was given
+	// (node_runtime.go).
+	runtime runtimeStamp
 }
 
 // creatingQueue is a queue created in this process whose catalogue record
@@ -185,6 +191,12 @@ type forward struct {
 func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	// The seeds are checked as an operator's change is, whether or not this
+	// boot records them: a bad flag is refused at every start.
+	seeds := RuntimeSeeds(cfg)
+	if bad := validateRuntime(&seeds, cfg.PartitionsPerQueueMax); bad != nil {
+		return nil, bad
 	}
 	state, err := recoverState(snapshot, recovered)
 	if err != nil {
@@ -229,6 +241,9 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 	n.appendRecord(&record{kind: recordBoot, boot: boot, ownerID: owner})
 	n.reserveSessionIDs()
 	assertHold(n.sessionIDsReserveIndex == n.state.lastIndex, "a boot reserves its first session ids")
+	// Before bootIndex: what waits for the boot records waits for the
+	// first boot's runtime seeds too.
+	n.bootRuntime(seeds)
 	n.bootIndex = n.state.lastIndex
 	n.gate(gatedAction{kind: gatedBoot})
 	n.carry = true
@@ -290,6 +305,8 @@ func checkApplicable(s *durableState, r *record) error {
 		if r.sessionIDCeiling <= s.sessionIDCeiling {
 			return fmt.Errorf("%w: session id ceiling %d after %d", ErrCorruptRecord, r.sessionIDCeiling, s.sessionIDCeiling)
 		}
+	case recordRuntime, recordGlobalDLQ:
+		return checkRuntimeApplicable(s, r)
 	}
 	return nil
 }
@@ -353,6 +370,7 @@ func (n *Node) Step(in Input) *Ready {
 		// subscribing to every partition) are assigned together.
 		n.assignCohorts()
 	}
+	n.releaseRuntimeAnswers() // node_runtime.go
 	n.expireHandshakes()
 	n.expireSkeletons()
 	n.maybeSnapshot()
@@ -395,6 +413,14 @@ func (n *Node) onDeliver(in *Deliver) {
 		n.onCohortJoin(from, msg)
 	case *CohortLeave:
 		n.onCohortLeave(from, msg)
+	case *GetRuntimeSettings:
+		n.onGetRuntimeSettings(from) // node_runtime.go
+	case *PutRuntimeSettings:
+		n.onPutRuntimeSettings(from, msg)
+	case *GetGlobalDLQ:
+		n.onGetGlobalDLQ(from)
+	case *PutGlobalDLQ:
+		n.onPutGlobalDLQ(from, msg)
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T envelope", msg))
 	}
@@ -411,6 +437,11 @@ func (n *Node) onBounced(in *Bounced) {
 		n.send(PartitionAddr(msg.Source), &DeadLetterFailed{Offset: msg.Offset, Err: core.ErrPartitionLoadFailed})
 	case *DeclareSettings:
 		n.onSettingsBounced(in.Envelope.To.Queue, msg)
+	case *PartitionRuntime:
+		n.onPartitionRuntimeBounced(in.Envelope.To.Queue, msg) // node_runtime.go
+	case *SessionRuntime, *RuntimeSettingsState, *GlobalDLQState:
+		// The session ended (a new one starts with the live grace), or the
+		// operator gave up waiting: the change stands either way.
 	case *Opened, *Declared, *ShuttingDown, *DeadLetterFailed, *CohortJoined, *AssignmentNotice, *SetOwner:
 		// CohortJoined, AssignmentNotice: the session ended (its
 		// SessionEnded cleans its cohorts up). SetOwner: the partition was
@@ -514,6 +545,8 @@ func (n *Node) release(g *gatedAction) {
 		n.answerDeclared(g.to, g.declared, g.key)
 	case gatedCreated:
 		n.queueCreated(g.key)
+	case gatedRuntime:
+		n.releaseRuntime(g.index) // node_runtime.go
 	}
 	// Every queue record is followed by a gate on it, so the release of
 	// that gate is where the queue's last record becomes durable.

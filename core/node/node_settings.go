@@ -112,6 +112,7 @@ func (n *Node) settingsMoved(id core.QueueID, pe *partitionEntry) {
 	}
 	clear(n.heldDeclares[len(kept):])
 	n.heldDeclares = kept
+	n.releaseRuntimeAnswers() // node_runtime.go
 }
 
 // onSettingsBounced: the partition's Host is gone and applies nothing; it

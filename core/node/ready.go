@@ -74,6 +74,9 @@ type SessionInit struct {
 	ClientID [16]byte
 	Token    [16]byte
 	OwnerID  [16]byte
+	// Runtime is the live runtime values the session starts with (nil:
+	// the driver's config, for tests that build sessions by hand).
+	Runtime *SessionRuntime
 }
 
 // Binding routes a connection's frames to a session from now on.
@@ -105,7 +108,10 @@ type LoadRequest struct {
 	Queue    core.QueueID
 	Config   core.Config // TagFloor and Epoch filled in by the Node
 	Settings DeclareSettings
-	Kind     PartitionKind
+	// GlobalDLQ is the global dead-letter target in force (nil: none); the
+	// Host brings the partition to it before any request.
+	GlobalDLQ *core.DLQTarget
+	Kind      PartitionKind
 	// KindStream only.
 	StreamConfig stream.Config
 	Stream       core.StreamSettings
