@@ -77,6 +77,12 @@ type Config struct {
 	// (Stream and Epoch are filled per partition by the Node).
 	StreamPartition stream.Config
 
+	// DefaultPartitionCount seeds partitioning.default_partition_count
+	// (0: the node default, 1) and RuntimeLockIdleQueueCleanup is
+	// runtime_locks.idle_queue_cleanup (admin_runtime.go).
+	DefaultPartitionCount       uint32
+	RuntimeLockIdleQueueCleanup bool
+
 	Logger *slog.Logger
 
 	// wallClock, when set (tests), replaces time.Now as the wall clock read
@@ -169,5 +175,9 @@ func (c Config) nodeConfig() node.Config {
 	nc.SnapshotEntriesMin = c.SnapshotEntriesMin
 	nc.Partition = c.Partition
 	nc.StreamPartition = c.StreamPartition
+	if c.DefaultPartitionCount != 0 {
+		nc.DefaultPartitionCount = c.DefaultPartitionCount
+	}
+	nc.RuntimeLockIdleQueueCleanup = c.RuntimeLockIdleQueueCleanup
 	return nc
 }
