@@ -71,6 +71,13 @@ func TestRuntimeSettingsLiveVersionedAndPersisted(t *testing.T) {
 	if dig(got, "settings", "connection", "reconnect_grace_ms") == nil || dig(got, "settings", "idle_queue_cleanup", "enabled") != false {
 		t.Fatalf("GET lacks keys: %v", got)
 	}
+	// The queue is loaded (under the 60 s lease) before the change: the new
+	// lease must reach a running partition, not only ones loaded later.
+	c := dial(t, s, client.TransportTCP)
+	ctx := ctxT(t)
+	if _, err := c.Publisher("rts-lease").PublishConfirmed(ctx, client.Text("leased")); err != nil {
+		t.Fatal(err)
+	}
 	status, got = adminSend(t, base, "PUT", "/admin/api/runtime-settings", `{"expected_version":1,"settings":{"delivery":{"inflight_ttl_ms":400}}}`)
 	if status != 200 || dig(got, "version") != 2.0 || dig(got, "settings", "delivery", "inflight_ttl_ms") != 400.0 {
 		t.Fatalf("PUT = %d %v", status, got)
@@ -94,11 +101,6 @@ func TestRuntimeSettingsLiveVersionedAndPersisted(t *testing.T) {
 
 	// A delivery leased after the change expires by the new lease: with the
 	// startup 60 s lease nothing would come back within the wait below.
-	c := dial(t, s, client.TransportTCP)
-	ctx := ctxT(t)
-	if _, err := c.Publisher("rts-lease").PublishConfirmed(ctx, client.Text("leased")); err != nil {
-		t.Fatal(err)
-	}
 	sub, err := c.SubscribeTopic(ctx, "rts-lease", client.SubscribeOptions{Prefetch: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -113,6 +113,15 @@ func TestRuntimeLeaseReachesLoadedAndLaterPartitions(t *testing.T) {
 	}
 	d.stepNode(&Deliver{NowMs: d.now, Envelope: Envelope{From: AdminAddr(1), To: NodeAddr(),
 		Msg: &PutRuntimeSettings{ExpectedVersion: 1, Patch: RuntimePatch{LeaseMs: i64(500), ExpiryBatchMax: intp(7)}}}})
+	// The record is durable (the mini driver persists at once): the Node
+	// sent the partition its values, and holds the answer until the
+	// partition acknowledges, whatever order envelopes of different
+	// senders arrive in.
+	for _, env := range d.queue {
+		if env.To.Kind == AddrAdmin {
+			t.Fatalf("the answer left with the partition's update, before its acknowledgement")
+		}
+	}
 	d.run()
 	if !answered {
 		t.Fatal("no answer")
