@@ -37,7 +37,7 @@ func All() []*sim.Scenario {
 
 // ByName returns the scenario called name.
 func ByName(name string) (*sim.Scenario, bool) {
-	for _, s := range All() {
+	for _, s := range append(All(), Extra()...) {
 		if s.Name == name {
 			return s, true
 		}

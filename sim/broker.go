@@ -180,6 +180,9 @@ func (b *Broker) boot() {
 		return
 	}
 	b.node, b.up = n, true
+	if b.w.operator != nil {
+		b.w.operator.booted(n) // operator.go
+	}
 	if b.incarnation > 1 {
 		b.w.note(fmt.Sprintf("broker %d restarted (incarnation %d)", b.id, b.incarnation))
 	}

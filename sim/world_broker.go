@@ -142,6 +142,7 @@ func (w *World) setupBrokers() {
 	w.after(1, w.declarer.start)
 	w.startFaultProcesses()
 	w.schedule(sc.Schedule)
+	w.scheduleOperator(b) // operator.go
 	w.at(sc.Workload.SafetyPhaseMs, w.startLiveness)
 	w.at(sc.Workload.SafetyPhaseMs+sc.Workload.LivenessPhaseMaxMs, func() { w.stopped = true })
 }

@@ -159,9 +159,11 @@ type partitionEntry struct {
 	settingsSentSeq    uint64
 	settingsAppliedSeq uint64
 	held               []opener
-	// runtime: the live runtime versions this partition was given
-	// (node_runtime.go).
-	runtime runtimeStamp
+	// runtime: the live runtime versions this partition was given, and
+	// runtimeSeq the Seq of the PartitionRuntime that carried them (0: its
+	// LoadRequest did) (node_runtime.go).
+	runtime    runtimeStamp
+	runtimeSeq uint64
 }
 
 // creatingQueue is a queue created in this process whose catalogue record

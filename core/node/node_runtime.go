@@ -56,12 +56,12 @@ type runtimeChange struct {
 	target   *core.DLQTarget
 }
 
-// heldRuntimeAnswer waits until no loaded partition has settings sent at
-// or before seq outstanding.
+// heldRuntimeAnswer waits until every queue partition in the table holds
+// values at least as new as stamp (partitionBehind).
 type heldRuntimeAnswer struct {
-	to  Address
-	seq uint64
-	msg Message
+	to    Address
+	stamp runtimeStamp
+	msg   Message
 }
 
 // runtimeStamp is which live versions a partition was given.
@@ -211,7 +211,7 @@ func (n *Node) releaseRuntime(index uint64) {
 			answer = &st
 		}
 		n.pushPartitionRuntime()
-		n.rt.held = append(n.rt.held, heldRuntimeAnswer{to: c.to, seq: n.settingsSeq, msg: answer})
+		n.rt.held = append(n.rt.held, heldRuntimeAnswer{to: c.to, stamp: n.liveStamp(), msg: answer})
 	}
 	n.releaseRuntimeAnswers()
 }
@@ -265,7 +265,7 @@ func (n *Node) sendPartitionRuntime(id core.QueueID, pe *partitionEntry) {
 	assertHold(pe.loaded && !pe.stream, "runtime values go to loaded queue partitions")
 	n.settingsSeq++
 	pe.settingsSentSeq = n.settingsSeq
-	pe.runtime = n.liveStamp()
+	pe.runtime, pe.runtimeSeq = n.liveStamp(), n.settingsSeq
 	n.send(PartitionAddr(id), &PartitionRuntime{Seq: n.settingsSeq, LeaseMs: n.cfg.Partition.LeaseMs,
 		ExpiryBatchMax: n.cfg.Partition.ExpiryBatchMax, GlobalDLQ: copyTarget(n.rt.globalDLQ)})
 }
@@ -285,7 +285,7 @@ func (n *Node) runtimeAtLoad(id core.QueueID, pe *partitionEntry) bool {
 // went away (settingsMoved), and at each step (a partition can leave the
 // table without an acknowledgement).
 func (n *Node) releaseRuntimeAnswers() {
-	for len(n.rt.held) > 0 && !n.anySettingsOutstanding(n.rt.held[0].seq) {
+	for len(n.rt.held) > 0 && !n.anyPartitionBehind(n.rt.held[0].stamp) {
 		h := n.rt.held[0]
 		n.rt.held[0] = heldRuntimeAnswer{}
 		n.rt.held = n.rt.held[1:]
@@ -293,15 +293,28 @@ func (n *Node) releaseRuntimeAnswers() {
 	}
 }
 
-// anySettingsOutstanding says whether a loaded partition has not applied
-// settings sent at or before seq.
-func (n *Node) anySettingsOutstanding(seq uint64) bool {
+// anyPartitionBehind says whether a queue partition in the table (loaded
+// or loading) does not yet hold values at least as new as stamp: one
+// loading under older values gets them at LoadDone, one sent them has not
+// acknowledged. A partition that loads while an answer is on its way must
+// not serve under the old values once the operator is told.
+func (n *Node) anyPartitionBehind(stamp runtimeStamp) bool {
 	for _, pe := range n.partitions {
-		if pe.loaded && pe.settingsOutstanding(seq) {
+		if !pe.stream && pe.runtimeBehind(stamp) {
 			return true
 		}
 	}
 	return false
+}
+
+// runtimeBehind says whether the partition does not hold stamp in force:
+// it was given older values, or the message that carried newer ones is
+// not acknowledged (acknowledgements come in Seq order).
+func (pe *partitionEntry) runtimeBehind(stamp runtimeStamp) bool {
+	if pe.runtime.settings < stamp.settings || pe.runtime.dlq < stamp.dlq {
+		return true
+	}
+	return pe.loaded && pe.runtimeSeq > pe.settingsAppliedSeq
 }
 
 // onPartitionRuntimeBounced: the partition's Host is gone; it loads with
@@ -344,3 +357,7 @@ func (n *Node) checkRuntimeInvariants() error {
 func (n *Node) defaultPartitionCount() uint32 {
 	return max(min(n.cfg.DefaultPartitionCount, n.cfg.PartitionsPerQueueMax), 1)
 }
+
+// RuntimeSettingsInForce is the live runtime settings, for drivers that
+// observe them (the simulator's operator checks what survived a crash).
+func (n *Node) RuntimeSettingsInForce() RuntimeSettingsState { return n.runtimeState() }
