@@ -36,7 +36,10 @@ type rtDriver struct {
 	snapshot []byte
 	snapAt   uint64
 	pending  *SnapshotRequest // asked for, written once durable
+	loads    []LoadRequest    // asked for, not yet done (the test decides when)
 	answers  map[uint64]Message
+	// onAnswer, when set, sees each operator answer as it arrives.
+	onAnswer func(env Envelope)
 	boots    byte
 }
 
@@ -72,10 +75,14 @@ func (d *rtDriver) stepNode(in Input) {
 		d.pending = &s
 	}
 	d.queue = append(d.queue, rd.Out...)
-	loads := append([]LoadRequest(nil), rd.Load...)
-	for _, req := range loads {
-		d.load(req)
-	}
+	d.loads = append(d.loads, rd.Load...)
+}
+
+// finishLoad completes the i-th load asked for.
+func (d *rtDriver) finishLoad(i int) {
+	req := d.loads[i]
+	d.loads = append(d.loads[:i:i], d.loads[i+1:]...)
+	d.load(req)
 }
 
 func (d *rtDriver) load(req LoadRequest) {
@@ -115,6 +122,9 @@ func (d *rtDriver) run() {
 			}
 			d.stepHost(env.To.Queue, &Deliver{NowMs: d.now, Envelope: env})
 		case AddrAdmin:
+			if d.onAnswer != nil {
+				d.onAnswer(env)
+			}
 			if _, dup := d.answers[env.To.Request]; dup {
 				d.t.Fatalf("operator request %d answered twice", env.To.Request)
 			}
@@ -163,7 +173,7 @@ func (d *rtDriver) restart(fromLog bool) {
 		keep++
 	}
 	d.log = d.log[:keep]
-	d.queue, d.hosts, d.pending = nil, map[core.QueueID]*Host{}, nil
+	d.queue, d.hosts, d.pending, d.loads = nil, map[core.QueueID]*Host{}, nil, nil
 	snapshot, suffix := d.snapshot, []Record(nil)
 	if fromLog {
 		snapshot = nil
@@ -194,6 +204,34 @@ func TestRuntimeRapid(t *testing.T) {
 		d := newRTDriver(t)
 		m := &rtModel{settings: []RuntimeSettings{RuntimeSeeds(d.cfg)}, expect: map[uint64]uint64{}, expectStale: map[uint64]bool{},
 			targetChoices: []*core.DLQTarget{nil, {Topic: "dlq-a"}, {Topic: "dlq-b", Group: "g"}, {Topic: "Bad"}, {Topic: "jobs"}}}
+		// When an acceptance arrives, every partition already holds that
+		// version or a later one (the answer waits for them all).
+		d.onAnswer = func(env Envelope) {
+			st, ok := env.Msg.(*RuntimeSettingsState)
+			if !ok || st.Err != nil {
+				if g, ok := env.Msg.(*GlobalDLQState); ok && g.Err == nil {
+					for id, h := range d.hosts {
+						fine := false
+						for v := g.Version; v <= uint64(len(m.targets)); v++ {
+							fine = fine || sameTarget(h.Partition().GlobalDLQ(), effectiveGlobalDLQ(id, m.targets[v-1]))
+						}
+						if !fine {
+							t.Fatalf("target version %d answered while %v holds %v", g.Version, id, h.Partition().GlobalDLQ())
+						}
+					}
+				}
+				return
+			}
+			for id, h := range d.hosts {
+				fine := false
+				for v := st.Version; v <= uint64(len(m.settings)); v++ {
+					fine = fine || h.Partition().Config().LeaseMs == m.settings[v-1].LeaseMs
+				}
+				if !fine {
+					t.Fatalf("version %d answered while %v leases for %d", st.Version, id, h.Partition().Config().LeaseMs)
+				}
+			}
+		}
 		check := func() {
 			for req, msg := range d.answers {
 				want, ok := m.expect[req]
@@ -274,14 +312,18 @@ func TestRuntimeRapid(t *testing.T) {
 				topic := rapid.SampledFrom([]string{"jobs", "mail", "dlq-a"}).Draw(t, "topic")
 				d.stepNode(&Deliver{NowMs: d.now, Envelope: Envelope{From: SessionAddr(1), To: NodeAddr(), Msg: &Open{Token: 1, Topic: topic}}})
 			},
+			"load": func(t *rapid.T) {
+				if len(d.loads) == 0 {
+					t.Skip("no load asked for")
+				}
+				d.finishLoad(rapid.IntRange(0, len(d.loads)-1).Draw(t, "which"))
+			},
 			"run": func(t *rapid.T) {
 				d.run()
 				check()
 			},
 			"persist": func(t *rapid.T) {
-				d.persist()
-				d.run()
-				check()
+				d.persist() // envelopes wait for "run": a load may finish first
 			},
 			"restart": func(t *rapid.T) {
 				fromLog := rapid.Bool().Draw(t, "fromLog")
@@ -316,12 +358,14 @@ func TestRuntimeRapid(t *testing.T) {
 				checkLiveCopies(t, d)
 			},
 		})
-		d.persist()
-		d.run()
-		check()
-		d.persist()
-		d.run()
-		check()
+		for len(d.loads) > 0 || len(d.queue) > 0 || (len(d.log) > 0 && d.durable < d.log[len(d.log)-1].Index) {
+			for len(d.loads) > 0 {
+				d.finishLoad(0)
+			}
+			d.persist()
+			d.run()
+			check()
+		}
 		if len(m.expect) != 0 {
 			t.Fatalf("requests never answered: %v", m.expect)
 		}
