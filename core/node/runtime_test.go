@@ -190,3 +190,57 @@ func TestGlobalDLQVersionsAndDeadLetters(t *testing.T) {
 		t.Fatalf("after a clear jobs/0 holds %v", got)
 	}
 }
+
+// TestRuntimeGraceReachesSessionsAndNewOnes: a changed grace goes to every
+// session; a session started after starts with it; the session applies it.
+func TestRuntimeGraceReachesSessionsAndNewOnes(t *testing.T) {
+	h := newNodeHarness(t, testNodeConfig())
+	_, sid, _, _ := h.hello(nil)
+	e := h.deliver(AdminAddr(1), &PutRuntimeSettings{ExpectedVersion: 1, Patch: RuntimePatch{ReconnectGraceMs: i64(1234)}})
+	var told bool
+	for _, env := range e.out {
+		if m, ok := env.Msg.(*SessionRuntime); ok && env.To == SessionAddr(sid) && m.ReconnectGraceMs == 1234 {
+			told = true
+		}
+	}
+	if !told {
+		t.Fatalf("session %d was not told the new grace: %+v", sid, e.out)
+	}
+	_, _, _, e = h.hello(nil)
+	if len(e.start) != 1 || e.start[0].Runtime == nil || e.start[0].Runtime.ReconnectGraceMs != 1234 {
+		t.Fatalf("a new session starts with %+v", e.start)
+	}
+	s := NewSession(h.cfg, e.start[0])
+	if s.graceMs() != 1234 {
+		t.Fatalf("the session's grace is %d", s.graceMs())
+	}
+	s.Step(&Deliver{NowMs: h.now, Envelope: Envelope{From: NodeAddr(), To: SessionAddr(e.start[0].ID), Msg: &SessionRuntime{ReconnectGraceMs: 77}}})
+	if s.graceMs() != 77 {
+		t.Fatalf("after SessionRuntime the session's grace is %d", s.graceMs())
+	}
+}
+
+// TestRuntimeDefaultPartitionCount: queues created after the change without
+// a count get the new default; an existing queue keeps its count.
+func TestRuntimeDefaultPartitionCount(t *testing.T) {
+	h := newNodeHarness(t, testNodeConfig())
+	if o := h.openQueue(1, "before", 0); o.Partitions != 1 {
+		t.Fatalf("an implicit queue has %d partitions", o.Partitions)
+	}
+	h.deliver(AdminAddr(1), &PutRuntimeSettings{ExpectedVersion: 1, Patch: RuntimePatch{DefaultPartitionCount: u32(3)}})
+	if o := h.openQueue(1, "after", 2); o.Err != nil || o.Partitions != 3 {
+		t.Fatalf("an implicit queue after the change: %+v", o)
+	}
+	if got := h.n.state.queues[queueKey{Topic: "before"}].partitions; got != 1 {
+		t.Fatalf("the earlier queue now has %d partitions", got)
+	}
+	e := h.deliver(SessionAddr(1), &DeclareQueue{Token: 5, Topic: "declared"})
+	for _, env := range e.out {
+		if d, ok := env.Msg.(*Declared); ok && d.Partitions != 3 {
+			t.Fatalf("a declare without a count got %d partitions", d.Partitions)
+		}
+	}
+	if st := h.n.runtimeState(); st.Settings.DefaultPartitionCount != 3 || st.Version != 2 {
+		t.Fatalf("state %+v", st)
+	}
+}
