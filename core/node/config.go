@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/core/stream"
@@ -167,5 +168,15 @@ func (c Config) Validate() error {
 	if err := c.StreamPartition.Validate(); err != nil {
 		return err
 	}
-	return c.Partition.Validate()
+	if err := c.Partition.Validate(); err != nil {
+		return err
+	}
+	// The runtime seeds, with the ranges an operator's change is checked
+	// against (runtime.go): a bad flag is refused at every start, even one
+	// a persisted value would override.
+	seeds := RuntimeSeeds(c)
+	if bad := validateRuntime(&seeds, c.PartitionsPerQueueMax); bad != nil {
+		return fmt.Errorf("node config: %w", bad)
+	}
+	return nil
 }

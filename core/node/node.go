@@ -194,12 +194,9 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	// The seeds are checked as an operator's change is, whether or not this
-	// boot records them: a bad flag is refused at every start.
+	// Validate checked the seeds as an operator's change is checked, whether
+	// or not this boot records them.
 	seeds := RuntimeSeeds(cfg)
-	if bad := validateRuntime(&seeds, cfg.PartitionsPerQueueMax); bad != nil {
-		return nil, bad
-	}
 	state, err := recoverState(snapshot, recovered)
 	if err != nil {
 		return nil, err
