@@ -159,7 +159,8 @@ func TestGlobalDLQPutGetClearAndDeadLetters(t *testing.T) {
 		t.Fatalf("missing target = %d %v", status, got)
 	}
 
-	// A message that fails under policy global lands in the target.
+	// A message that exhausts its retries under policy global lands in the
+	// target.
 	c := dial(t, s, client.TransportTCP)
 	ctx := ctxT(t)
 	if _, err := c.DeclareQueue(ctx, client.NewQueueConfig("rts-jobs").Dlq(client.DlqGlobal()).DlqMaxRetries(0)); err != nil {
@@ -172,13 +173,13 @@ func TestGlobalDLQPutGetClearAndDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next(t, sub, 5*time.Second).Fail(ctx)
+	next(t, sub, 5*time.Second).Retry(ctx) // max retries 0: the budget is spent
 	dead, err := c.SubscribeTopic(ctx, "graveyard", client.SubscribeOptions{Prefetch: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := next(t, dead, 5*time.Second)
-	if d.Text() != "poison" || d.Headers["stroma.dlq.source_topic"] != "rts-jobs" || d.Headers["stroma.dlq.reason"] != "terminal_nack" {
+	if d.Text() != "poison" || d.Headers["stroma.dlq.source_topic"] != "rts-jobs" || d.Headers["stroma.dlq.reason"] != "retries_exhausted" {
 		t.Fatalf("dead letter %q %v", d.Text(), d.Headers)
 	}
 	d.Complete(ctx)
