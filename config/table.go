@@ -100,7 +100,7 @@ func Table() []Key {
 			Check: optional(hostPort(0))},
 
 		// delivery.
-		{Name: "delivery.inflight_ttl_ms", Kind: KindInt, Flag: "lease-ms", Min: 1, Max: msMax, Unit: "ms",
+		{Name: "delivery.inflight_ttl_ms", Kind: KindInt, Flag: "lease-ms", Min: 1, Max: 7 * 24 * 3600 * 1000, Unit: "ms",
 			Doc: "how long a delivery stays leased without a settle before it returns to ready",
 			Get: func(c broker.Config) Value { return Int(c.Partition.LeaseMs) },
 			Set: func(c *broker.Config, v Value) { c.Partition.LeaseMs = v.Int }},
@@ -108,17 +108,17 @@ func Table() []Key {
 			Doc: "dlq_max_retries of a queue that declares none",
 			Get: func(c broker.Config) Value { return Int(int64(c.Partition.MaxRetriesDefault)) },
 			Set: func(c *broker.Config, v Value) { c.Partition.MaxRetriesDefault = uint32(v.Int) }},
-		{Name: "delivery.expiry_batch_max", Kind: KindInt, Min: 1, Max: countMax,
+		{Name: "delivery.expiry_batch_max", Kind: KindInt, Min: 1, Max: 1 << 20,
 			Doc: "lease, delay and TTL expiries one partition handles per step",
 			Get: func(c broker.Config) Value { return Int(int64(c.Partition.ExpiryBatchMax)) },
 			Set: func(c *broker.Config, v Value) { c.Partition.ExpiryBatchMax = int(v.Int) }},
 
 		// connection.
-		{Name: "connection.reconnect_grace_ms", Kind: KindInt, Flag: "reconnect-grace-ms", Min: 0, Max: msMax, Unit: "ms",
+		{Name: "connection.reconnect_grace_ms", Kind: KindInt, Flag: "reconnect-grace-ms", Min: 0, Max: 3600 * 1000, Unit: "ms",
 			Doc: "how long a dropped client's session waits for it to resume (0 disables)",
 			Get: func(c broker.Config) Value { return Int(c.ReconnectGraceMs) },
 			Set: func(c *broker.Config, v Value) { c.ReconnectGraceMs = v.Int }},
-		{Name: "connection.resume_session_restart_ttl_ms", Kind: KindInt, Min: 0, Max: msMax, Unit: "ms",
+		{Name: "connection.resume_session_restart_ttl_ms", Kind: KindInt, Min: 0, Max: 24 * 3600 * 1000, Unit: "ms",
 			Doc: "a session persisted this recently resumes after a broker restart (0 disables)",
 			Get: func(c broker.Config) Value { return Int(c.ResumeRestartTTLMs) },
 			Set: func(c *broker.Config, v Value) { c.ResumeRestartTTLMs = v.Int }},
@@ -166,7 +166,7 @@ func Table() []Key {
 			Doc: "unload queue partitions nobody uses (they load again on use, messages intact)",
 			Get: func(c broker.Config) Value { return Bool(c.IdleCleanup.Enabled) },
 			Set: func(c *broker.Config, v Value) { c.IdleCleanup.Enabled = v.Bool }},
-		{Name: "idle_queue_cleanup.evict_after_ms", Kind: KindInt, Min: 1, Max: msMax, Unit: "ms",
+		{Name: "idle_queue_cleanup.evict_after_ms", Kind: KindInt, Min: 1, Max: 30 * 24 * 3600 * 1000, Unit: "ms",
 			Flag: "idle-evict-after-ms",
 			// SPEC 9: this variable also turns cleanup on.
 			EnvAliases: []string{"FIBRIL_QUEUE_IDLE_EVICT_AFTER_MS"},
@@ -174,7 +174,7 @@ func Table() []Key {
 			Doc:        "how long a queue partition stays unused before it is unloaded (setting it turns cleanup on)",
 			Get:        func(c broker.Config) Value { return Int(c.IdleCleanup.EvictAfterMs) },
 			Set:        func(c *broker.Config, v Value) { c.IdleCleanup.EvictAfterMs = v.Int }},
-		{Name: "idle_queue_cleanup.sweep_interval_ms", Kind: KindInt, Min: 1, Max: msMax, Unit: "ms",
+		{Name: "idle_queue_cleanup.sweep_interval_ms", Kind: KindInt, Min: 1, Max: 24 * 3600 * 1000, Unit: "ms",
 			Flag: "idle-sweep-interval-ms",
 			Doc:  "how often idle partitions are looked for",
 			Get:  func(c broker.Config) Value { return Int(c.IdleCleanup.SweepIntervalMs) },
@@ -184,6 +184,16 @@ func Table() []Key {
 			Doc:  "a session holding a partition open without using it this long lets it go, so it can be unloaded (0: unset, held until the session ends)",
 			Get:  func(c broker.Config) Value { return Int(c.IdleCleanup.PublisherIdleTimeoutMs) },
 			Set:  func(c *broker.Config, v Value) { c.IdleCleanup.PublisherIdleTimeoutMs = v.Int }},
+
+		// partitioning, runtime_locks (runtime settings: docs/runtime-settings.md).
+		{Name: "partitioning.default_partition_count", Kind: KindInt, Min: 1, Max: 1024,
+			Doc: "partitions of a queue created without a count (a runtime setting: seeds the first boot only)",
+			Get: func(c broker.Config) Value { return Int(int64(c.DefaultPartitionCount)) },
+			Set: func(c *broker.Config, v Value) { c.DefaultPartitionCount = uint32(v.Int) }},
+		{Name: "runtime_locks.idle_queue_cleanup", Kind: KindBool,
+			Doc: "refuse changes to idle_queue_cleanup.* through the admin API (read at every start)",
+			Get: func(c broker.Config) Value { return Bool(c.RuntimeLockIdleQueueCleanup) },
+			Set: func(c *broker.Config, v Value) { c.RuntimeLockIdleQueueCleanup = v.Bool }},
 
 		// recovery.
 		{Name: "recovery.on_mismatch", Kind: KindString, Flag: "recovery-on-mismatch",

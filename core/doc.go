@@ -34,7 +34,9 @@
 // session has no transport; volatile), Ack (complete), Nack (retry,
 // retry-after, fail), DeadLetterDone (a dead-letter copy is stored),
 // SetOwner (the exclusive owner among Exclusive subscriptions, with a
-// generation that only grows; volatile, never answered: see exclusive.go).
+// generation that only grows; volatile, never answered: see exclusive.go),
+// SetRuntime (the lease and expiry batch from now on; configuration, not
+// logged, never answered: see runtime.go).
 //
 // Entries (the log): Declare, GlobalDLQ, Publish, Lease (ready -> inflight),
 // AutoAck (ready -> settled at delivery), Ack (inflight -> settled), Requeue

@@ -141,6 +141,8 @@ func (p *Partition) Step(in Input) *Ready {
 		p.onDeclare(in)
 	case *SetGlobalDLQ:
 		p.onSetGlobalDLQ(in)
+	case *SetRuntime:
+		p.onSetRuntime(in) // runtime.go
 	case *Publish:
 		p.onPublish(in)
 	case *Subscribe:

@@ -65,16 +65,42 @@ type Broker struct {
 	streamOrder []*brokerStreamHost
 	streamParts map[core.QueueID]*streamShadow
 
-	// operator receives what machines send to an AddrAdmin address (and
-	// what bounces back from one): the simulator's operator, when a
-	// scenario has one; otherwise such envelopes are dropped, as the
-	// production driver drops answers nobody waits for.
-	operator func(env node.Envelope, bounced bool)
+	// operators receive what machines send to an AddrAdmin address (and
+	// what bounces back from one), by the owner tag in the request
+	// number's top byte (operatorAddr): the inspector, the runtime
+	// settings operator, the quarantine repairs. An envelope for an owner
+	// not running is dropped, as the production driver drops answers
+	// nobody waits for.
+	operators [operatorOwners]func(env node.Envelope, bounced bool)
 	// quarantinesSeen is the Node's QuarantinesTotal last seen (this
 	// process); operatorSeq numbers the simulated operator's repairs
 	// (broker_quarantine.go).
 	quarantinesSeen uint64
 	operatorSeq     uint64
+}
+
+// The simulated operators' owner tags (the top byte of an AdminAddr's
+// request number): each owner numbers its own requests below 2^56, so two
+// operators running in one world never take each other's answers.
+const (
+	operatorInspector  = 1 // operator.go
+	operatorRuntime    = 2 // operator_runtime.go
+	operatorQuarantine = 3 // broker_quarantine.go
+	operatorOwners     = 4
+)
+
+// operatorAddr is owner's request seq as an admin address.
+func operatorAddr(owner, seq uint64) node.Address {
+	assert(owner > 0 && owner < operatorOwners && seq > 0 && seq < 1<<56, "an operator request is tagged with its owner")
+	return node.AdminAddr(owner<<56 | seq)
+}
+
+// operatorOf is the hook of the owner of request req (nil: none running).
+func (b *Broker) operatorOf(req uint64) func(env node.Envelope, bounced bool) {
+	if owner := req >> 56; owner < operatorOwners {
+		return b.operators[owner]
+	}
+	return nil
 }
 
 // BrokerStats counts what a broker went through.
@@ -192,6 +218,9 @@ func (b *Broker) boot() {
 		return
 	}
 	b.node, b.up = n, true
+	if b.w.operator != nil {
+		b.w.operator.booted(n) // operator.go
+	}
 	if b.incarnation > 1 {
 		b.w.note(fmt.Sprintf("broker %d restarted (incarnation %d)", b.id, b.incarnation))
 	}
@@ -496,8 +525,8 @@ func (b *Broker) arrive(env node.Envelope) {
 			return
 		}
 	case node.AddrAdmin:
-		if b.operator != nil && b.resolveOperator(env) { // operator.go
-			b.operator(env, false)
+		if op := b.operatorOf(env.To.Request); op != nil && b.resolveOperator(env) { // operator.go
+			op(env, false)
 		}
 		return
 	case node.AddrPartition:
@@ -533,8 +562,8 @@ func (b *Broker) bounce(env node.Envelope) {
 			b.stepStream(sh, in, "bounced")
 		}
 	case node.AddrAdmin:
-		if b.operator != nil {
-			b.operator(env, true)
+		if op := b.operatorOf(env.From.Request); op != nil {
+			op(env, true)
 		}
 	}
 }

@@ -89,7 +89,7 @@ func (b *Broker) noteQuarantine(r *node.QuarantineReport) {
 // repairQuarantined sends the operator's repair of q to the Node.
 func (b *Broker) repairQuarantined(q core.QueueID) {
 	b.operatorSeq++
-	env := node.Envelope{From: node.AdminAddr(b.operatorSeq), To: node.NodeAddr(), Msg: &node.RepairQuarantine{Queue: q}}
+	env := node.Envelope{From: operatorAddr(operatorQuarantine, b.operatorSeq), To: node.NodeAddr(), Msg: &node.RepairQuarantine{Queue: q}}
 	b.stepNode(&node.Deliver{NowMs: b.nowMs(), Envelope: env}, "quarantine_repair")
 }
 

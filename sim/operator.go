@@ -49,7 +49,7 @@ type inspector struct {
 // the seed), so the workload's draws are the same with or without it.
 func (w *World) startInspector(b *Broker) *inspector {
 	in := &inspector{w: w, b: b, rng: NewRand(w.seed ^ 0x1a5bec7)}
-	b.operator = in.onEnvelope
+	b.operators[operatorInspector] = in.onEnvelope
 	w.after(1+in.rng.RangeInt64(0, inspectGapMaxMs), in.tick)
 	return in
 }
@@ -111,12 +111,13 @@ func (in *inspector) send(msg node.Message) {
 	in.req++
 	in.inc, in.waiting = in.b.incarnation, true
 	in.sent++
-	in.b.send(node.Envelope{From: node.AdminAddr(in.req), To: node.NodeAddr(), Msg: msg})
+	in.b.send(node.Envelope{From: operatorAddr(operatorInspector, in.req), To: node.NodeAddr(), Msg: msg})
 }
 
 // onEnvelope takes what arrives for (or bounces from) an operator address.
 func (in *inspector) onEnvelope(env node.Envelope, bounced bool) {
-	if !in.waiting || env.To.Request != in.req && env.From.Request != in.req {
+	if !in.waiting || env.To.Request != operatorAddr(operatorInspector, in.req).Request &&
+		env.From.Request != operatorAddr(operatorInspector, in.req).Request {
 		in.w.abort(fmt.Sprintf("inspector: an answer to request %v nobody waits for: %T", env.To, env.Msg))
 		return
 	}

@@ -191,6 +191,9 @@ func (w *World) finish() {
 	}
 	w.recordCohortFinals()
 	w.finishBrokers()
+	if w.operator != nil {
+		w.operator.finished() // operator.go
+	}
 	if w.scenario.Workload.Cohort.Members > 0 {
 		w.stats.Rebalances = checker.RebalanceTimes(&w.rec.history)
 	}

@@ -22,6 +22,9 @@ type Scenario struct {
 	Workload  Workload
 	Faults    Faults           // used as is unless the run is in swarm mode
 	Schedule  []ScheduledFault // applied in both modes
+	// Operator are runtime changes an operator makes during the run
+	// (operator.go).
+	Operator []OperatorChange
 	// Broker overrides the simulator's node-core config (zero fields keep
 	// the simulator's defaults, see World.nodeConfig).
 	Broker BrokerKnobs

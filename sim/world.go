@@ -52,6 +52,7 @@ type World struct {
 	stats           RunStats
 	stopped         bool
 	aborted         string
+	operator        *operator // the scenario's operator, if any (operator.go)
 	quiescent       bool
 	inspect         bool       // Options.Inspect
 	inspector       *inspector // operator.go

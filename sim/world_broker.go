@@ -148,6 +148,7 @@ func (w *World) setupBrokers() {
 	if w.inspect {
 		w.inspector = w.startInspector(b) // operator.go
 	}
+	w.scheduleOperator(b) // operator_runtime.go
 	w.at(sc.Workload.SafetyPhaseMs, w.startLiveness)
 	w.at(sc.Workload.SafetyPhaseMs+sc.Workload.LivenessPhaseMaxMs, func() { w.stopped = true })
 }

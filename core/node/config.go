@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/core/stream"
@@ -90,6 +91,14 @@ type Config struct {
 	// continues above it, so delivery tags never repeat across an upgrade.
 	LegacyBootCount uint64
 
+	// DefaultPartitionCount is partitioning.default_partition_count: the
+	// partitions of a queue created without a count (a runtime seed).
+	DefaultPartitionCount uint32
+	// RuntimeLockIdleQueueCleanup is runtime_locks.idle_queue_cleanup: the
+	// group cannot be changed through the admin API. Read at every boot
+	// (a lock is the operator's startup decision, not a persisted value).
+	RuntimeLockIdleQueueCleanup bool
+
 	// Partition is the template of every partition's core config (Queue,
 	// Epoch and TagFloor are filled per partition by the Node).
 	Partition core.Config
@@ -125,6 +134,7 @@ func DefaultConfig() Config {
 		DeadLetterRetryMinMs:       20,
 		DeadLetterRetryMaxMs:       5000,
 		DeadLettersInflightMax:     256,
+		DefaultPartitionCount:      1,
 		Partition:                  core.DefaultConfig(core.QueueID{Topic: "template"}),
 		StreamPartition:            stream.DefaultConfig(core.QueueID{Topic: "template"}),
 		IdleCleanup:                DefaultIdleCleanup(),
@@ -169,5 +179,15 @@ func (c Config) Validate() error {
 	if err := c.IdleCleanup.Validate(); err != nil {
 		return err
 	}
-	return c.Partition.Validate()
+	if err := c.Partition.Validate(); err != nil {
+		return err
+	}
+	// The runtime seeds, with the ranges an operator's change is checked
+	// against (runtime.go): a bad flag is refused at every start, even one
+	// a persisted value would override.
+	seeds := RuntimeSeeds(c)
+	if bad := validateRuntime(&seeds, c.PartitionsPerQueueMax); bad != nil {
+		return fmt.Errorf("node config: %w", bad)
+	}
+	return nil
 }

@@ -96,4 +96,15 @@
 // durable. The Host persists its partition's entries the same way, and asks
 // for snapshots (Ready.Snapshot) and spills (Ready.Spill); the driver's
 // storage (package storage) carries them out.
+//
+// # Operator requests
+//
+// The admin API reaches the machines as envelopes from an AdminAddr. The
+// Node answers GetRuntimeSettings / PutRuntimeSettings with a
+// RuntimeSettingsState and GetGlobalDLQ / PutGlobalDLQ with a
+// GlobalDLQState (msg_runtime.go); a change is recorded in the Node's log
+// (recordRuntime, recordGlobalDLQ), and answered once durable and in force
+// in every loaded queue partition (PartitionRuntime, acknowledged with
+// SettingsApplied). Sessions are told a new grace with SessionRuntime
+// (node_runtime.go, docs/runtime-settings.md).
 package node

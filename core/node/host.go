@@ -155,6 +155,9 @@ func NewHostStepping(cfg Config, p *core.Partition, req LoadRequest, step func(c
 	if in := declareInput(req.Settings, p.Settings()); in != nil {
 		h.stepCore(in)
 	}
+	// The same for the global dead-letter target (host_runtime.go); the
+	// lease and expiry batch came in req.Config.
+	h.applyGlobalDLQ(req.GlobalDLQ)
 	// NowMs 0: the core keeps the largest time seen, so this Tick moves no
 	// clock; it only makes recovery emit its pending dead-letter copies.
 	h.stepCore(&core.Tick{})
@@ -370,6 +373,8 @@ func (h *Host) onDeliver(env Envelope) {
 		// The Node's cohort names this partition's exclusive owner; the
 		// partition's gate opens for it once nobody else holds a delivery.
 		h.stepCore(&core.SetOwner{NowMs: h.nowMs, SubID: msg.SubID, Generation: msg.Generation})
+	case *PartitionRuntime:
+		h.onPartitionRuntime(msg) // host_runtime.go
 	case *DeclareSettings:
 		if in := declareInput(*msg, h.p.Settings()); in != nil {
 			in.NowMs = h.nowMs

@@ -160,6 +160,9 @@ func (d *idleDriver) run() {
 		case AddrSession:
 			d.inbox[env.To.Session] = append(d.inbox[env.To.Session], env.Msg)
 		case AddrAdmin:
+			if _, ok := env.Msg.(*RuntimeSettingsState); ok {
+				continue // setCleanup's answer: it checks the config instead
+			}
 			d.inbox[0] = append(d.inbox[0], env.Msg)
 		}
 	}
@@ -294,4 +297,20 @@ func (d *idleDriver) drain(s SessionID, q core.QueueID, subID uint64) []string {
 	d.request(s, q, &core.Unsubscribe{SubID: subID})
 	d.take(s)
 	return got
+}
+
+// setCleanup changes idle_queue_cleanup as an operator does (a
+// PutRuntimeSettings, recorded and made durable by this driver), so the
+// Node's live copy stays its recorded one (checkRuntimeInvariants).
+// publisher_idle_timeout_ms is not a runtime setting: it is set directly.
+func (d *idleDriver) setCleanup(c IdleCleanupConfig) {
+	d.t.Helper()
+	d.node.cfg.IdleCleanup.PublisherIdleTimeoutMs = c.PublisherIdleTimeoutMs
+	patch := RuntimePatch{IdleCleanupEnabled: &c.Enabled, IdleEvictAfterMs: &c.EvictAfterMs, IdleSweepIntervalMs: &c.SweepIntervalMs}
+	d.stepNode(&Deliver{NowMs: d.now, Envelope: Envelope{From: AdminAddr(1), To: NodeAddr(),
+		Msg: &PutRuntimeSettings{ExpectedVersion: d.node.state.runtimeVersion, Patch: patch}}})
+	d.run()
+	if got := d.node.cfg.IdleCleanup; got.Enabled != c.Enabled || got.EvictAfterMs != c.EvictAfterMs || got.SweepIntervalMs != c.SweepIntervalMs {
+		d.t.Fatalf("cleanup %+v after the change to %+v", got, c)
+	}
 }

@@ -91,6 +91,9 @@ type Node struct {
 
 	// idle is idle queue eviction's bookkeeping (node_idle.go).
 	idle idleState
+	// rt is the live side of runtime settings and the global dead-letter
+	// target (node_runtime.go).
+	rt runtimeVolatile
 
 	rd Ready
 	// carry keeps the Ready NewNode filled (the boot record) for the first
@@ -174,6 +177,11 @@ type partitionEntry struct {
 	lastCleanup string
 	subscribers int
 	idleMs      int64
+	// runtime: the live runtime versions this partition was given, and
+	// runtimeSeq the Seq of the PartitionRuntime that carried them (0: its
+	// LoadRequest did) (node_runtime.go).
+	runtime    runtimeStamp
+	runtimeSeq uint64
 }
 
 // creatingQueue is a queue created in this process whose catalogue record
@@ -205,6 +213,9 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Validate checked the seeds as an operator's change is checked, whether
+	// or not this boot records them.
+	seeds := RuntimeSeeds(cfg)
 	state, err := recoverState(snapshot, recovered)
 	if err != nil {
 		return nil, err
@@ -248,6 +259,9 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 	n.appendRecord(&record{kind: recordBoot, boot: boot, ownerID: owner})
 	n.reserveSessionIDs()
 	assertHold(n.sessionIDsReserveIndex == n.state.lastIndex, "a boot reserves its first session ids")
+	// Before bootIndex: what waits for the boot records waits for the
+	// first boot's runtime seeds too.
+	n.bootRuntime(seeds)
 	n.bootIndex = n.state.lastIndex
 	n.gate(gatedAction{kind: gatedBoot})
 	n.requestPendingRemovals() // node_queueops.go
@@ -314,6 +328,8 @@ func checkApplicable(s *durableState, r *record) error {
 		if r.sessionIDCeiling <= s.sessionIDCeiling {
 			return fmt.Errorf("%w: session id ceiling %d after %d", ErrCorruptRecord, r.sessionIDCeiling, s.sessionIDCeiling)
 		}
+	case recordRuntime, recordGlobalDLQ:
+		return checkRuntimeApplicable(s, r)
 	}
 	return nil
 }
@@ -382,6 +398,7 @@ func (n *Node) Step(in Input) *Ready {
 		n.assignCohorts()
 	}
 	n.idleStep()
+	n.releaseRuntimeAnswers() // node_runtime.go
 	n.expireHandshakes()
 	n.expireSkeletons()
 	n.maybeSnapshot()
@@ -444,6 +461,14 @@ func (n *Node) onDeliver(in *Deliver) {
 		n.onPublisherGone(from, msg)
 	case *QueuesDebugRequest:
 		n.onQueuesDebug(from)
+	case *GetRuntimeSettings:
+		n.onGetRuntimeSettings(from) // node_runtime.go
+	case *PutRuntimeSettings:
+		n.onPutRuntimeSettings(from, msg)
+	case *GetGlobalDLQ:
+		n.onGetGlobalDLQ(from)
+	case *PutGlobalDLQ:
+		n.onPutGlobalDLQ(from, msg)
 	default:
 		panic(fmt.Sprintf("fibril/core/node invariant violated: the Node takes no %T envelope", msg))
 	}
@@ -481,6 +506,11 @@ func (n *Node) onBounced(in *Bounced) {
 	case *ReleaseIdle, *QueuesDebug, *UnloadCancel:
 		// The session ended (its grants went with its Forgets), or the
 		// operator gave up waiting.
+	case *PartitionRuntime:
+		n.onPartitionRuntimeBounced(in.Envelope.To.Queue, msg) // node_runtime.go
+	case *SessionRuntime, *RuntimeSettingsState, *GlobalDLQState:
+		// The session ended (a new one starts with the live grace), or the
+		// operator gave up waiting: the change stands either way.
 	case *Declared, *ShuttingDown, *DeadLetterFailed, *CohortJoined, *AssignmentNotice, *SetOwner, *QuarantineRepaired:
 		// CohortJoined, AssignmentNotice: the session ended (its
 		// SessionEnded cleans its cohorts up). SetOwner: the partition was
@@ -586,6 +616,8 @@ func (n *Node) release(g *gatedAction) {
 		n.queueCreated(g.key)
 	case gatedRemoved:
 		n.queueRemoved(g)
+	case gatedRuntime:
+		n.releaseRuntime(g.index) // node_runtime.go
 	}
 	// Every queue record is followed by a gate on it, so the release of
 	// that gate is where the queue's last record becomes durable.

@@ -78,7 +78,7 @@ func (n *Node) openQueue(key queueKey, o opener) {
 		}
 		// An implicit queue gets one partition: a later DECLARE_QUEUE cannot raise
 		// it (counts never change), so clients that need more must declare first.
-		n.createQueue(&catalogEntry{key: key, partitions: 1})
+		n.createQueue(&catalogEntry{key: key, partitions: n.defaultPartitionCount()})
 	}
 	if cq := n.creating[key]; cq != nil {
 		// Each waiter list is bounded (STYLE 3): a flood of Opens for one slow
@@ -182,10 +182,11 @@ func (n *Node) openPartition(key queueKey, o opener) {
 	default:
 		assertHold(n.bootDurable(), "no LoadRequest before the boot record is durable")
 		// One load per partition: later Opens wait on this one.
-		pe = &partitionEntry{waiters: []opener{o}, sent: entry.settings}
+		pe = &partitionEntry{waiters: []opener{o}, sent: entry.settings, runtime: n.liveStamp()}
 		n.partitions[id] = pe
 		reload := n.noteLoadRequest(id) // node_idle.go
-		n.rd.Load = append(n.rd.Load, LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings), Reload: reload})
+		n.rd.Load = append(n.rd.Load, LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings), Reload: reload,
+			GlobalDLQ: copyTarget(n.rt.globalDLQ)})
 	}
 }
 
@@ -279,9 +280,13 @@ func (n *Node) onLoadDone(in *LoadDone) {
 	// settings its LoadRequest carried: send it on now.
 	entry := n.state.queues[key]
 	assertHold(entry != nil, "a loaded partition's queue is in the catalogue")
-	// Its waiters are answered once the partition has them in force.
-	if !catalogSettingsEqual(pe.sent, entry.settings) {
-		n.sendSettings(in.Queue, pe, entry.settings)
+	// Its waiters are answered once the partition has them in force (and
+	// the runtime values that became live while it loaded, node_runtime.go).
+	runtimeSent := n.runtimeAtLoad(in.Queue, pe)
+	if runtimeSent || !catalogSettingsEqual(pe.sent, entry.settings) {
+		if !catalogSettingsEqual(pe.sent, entry.settings) {
+			n.sendSettings(in.Queue, pe, entry.settings)
+		}
 		pe.held = waiters
 		pe.sent = catalogSettings{}
 		return
@@ -356,6 +361,9 @@ func (n *Node) resolveDeclare(key queueKey, d *DeclareQueue) (*catalogEntry, *co
 	// PROTOCOL 5.12: the count is raised to at least 1; standalone
 	// partitioning is fixed, so an existing queue's count wins below.
 	count := max(d.PartitionCount, 1)
+	if d.PartitionCount == 0 {
+		count = n.defaultPartitionCount() // partitioning.default_partition_count
+	}
 	if count > n.cfg.PartitionsPerQueueMax {
 		return nil, core.ErrTooManyPartitions
 	}

@@ -376,7 +376,8 @@ func (n *Node) startSession(clientID, token [16]byte) *sessionEntry {
 		assertHold(sk.token == token, "a restored session keeps its skeleton's token")
 		n.scheduleSkeletonSweep(n.skeletonDueMs(sk))
 	}
-	n.rd.Start = append(n.rd.Start, SessionInit{ID: s.id, ClientID: clientID, Token: token, OwnerID: n.state.ownerID})
+	n.rd.Start = append(n.rd.Start, SessionInit{ID: s.id, ClientID: clientID, Token: token, OwnerID: n.state.ownerID,
+		Runtime: n.sessionRuntime()})
 	return s
 }
 

@@ -355,8 +355,11 @@ func (n *Node) reloadDue() {
 			continue // gone from the catalogue, or loaded by a use already
 		}
 		reload := n.noteLoadRequest(id)
-		n.partitions[id] = &partitionEntry{sent: entry.settings, timerLoad: true}
-		n.rd.Load = append(n.rd.Load, LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings), Reload: reload})
+		// Loaded with the runtime values and global target in force, as
+		// openPartition loads (node_runtime.go).
+		n.partitions[id] = &partitionEntry{sent: entry.settings, timerLoad: true, runtime: n.liveStamp()}
+		n.rd.Load = append(n.rd.Load, LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings), Reload: reload,
+			GlobalDLQ: copyTarget(n.rt.globalDLQ)})
 	}
 }
 

@@ -79,7 +79,9 @@ func TestIdleAgainstModel(t *testing.T) {
 			case "advance":
 				d.advance(rapid.Int64Range(1, 2*window).Draw(rt, "ms"))
 			case "toggle":
-				d.node.cfg.IdleCleanup.Enabled = !d.node.cfg.IdleCleanup.Enabled
+				c := d.node.cfg.IdleCleanup
+				c.Enabled = !c.Enabled
+				d.setCleanup(c)
 			case "hold":
 				d.holdUnloads = true
 			case "finish":
@@ -94,7 +96,9 @@ func TestIdleAgainstModel(t *testing.T) {
 		}
 		d.holdUnloads = false
 		d.finishUnloads()
-		d.node.cfg.IdleCleanup.Enabled = false
+		off := d.node.cfg.IdleCleanup
+		off.Enabled = false
+		d.setCleanup(off)
 		for i, q := range queues {
 			if len(published[q]) == 0 {
 				continue

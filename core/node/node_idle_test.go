@@ -34,7 +34,7 @@ func TestIdleEvictsOnlyOnceEveryConditionHolds(t *testing.T) {
 	}
 
 	// On, with a publisher holding it open: skipped for that reason.
-	d.node.cfg.IdleCleanup = idleOn()
+	d.setCleanup(idleOn())
 	d.open(idlePub, q)
 	d.advance(5000)
 	d.publish(idlePub, q, "m2") // the last use: the window counts from it

@@ -26,6 +26,9 @@ func (n *Node) CheckInvariants() error {
 	if err := n.checkQuarantine(); err != nil {
 		return err
 	}
+	if err := n.checkRuntimeInvariants(); err != nil {
+		return err
+	}
 	// The log: storage cannot have made durable what was never appended,
 	// and this process's boot record is in it.
 	// A durable index past the last append means a Persisted input claimed a

@@ -161,7 +161,9 @@ func (n *Node) onRepairQuarantine(from Address, msg *RepairQuarantine) {
 	assertHold(n.partitions[id] == nil, "a parked partition has no entry before its repair")
 	pe := &partitionEntry{stream: stream}
 	if !stream {
+		// With the runtime values in force, as openPartition loads.
 		pe.sent = n.state.queues[queueKey{Topic: id.Topic, Group: id.Group}].settings
+		pe.runtime = n.liveStamp()
 	}
 	n.partitions[id] = pe
 	q.repairing, q.repairBy = true, from
@@ -219,7 +221,8 @@ func (n *Node) truncatingLoad(id core.QueueID, stream bool) LoadRequest {
 	}
 	entry := n.state.queues[queueKey{Topic: id.Topic, Group: id.Group}]
 	assertHold(entry != nil, "a loading partition's queue is in the catalogue")
-	return LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings), Truncate: true}
+	return LoadRequest{Queue: id, Config: n.partitionConfig(id), Settings: *declareSettingsOf(entry.settings), Truncate: true,
+		GlobalDLQ: copyTarget(n.rt.globalDLQ)}
 }
 
 // reportQuarantine puts the whole set, sorted, in this step's Ready.

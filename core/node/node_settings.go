@@ -58,7 +58,13 @@ func (pe *partitionEntry) settingsOutstanding(seq uint64) bool {
 // yet applied settings sent at or before seq.
 func (n *Node) queueSettingsOutstanding(key queueKey, seq uint64) bool {
 	entry := n.state.queues[key]
-	assertHold(entry != nil, "a declared queue is in the catalogue")
+	if entry == nil {
+		// Deleted by an operator after the declare was recorded (the
+		// removal record comes later in the log, so the declare did
+		// happen): no partition is left to apply anything.
+		assertHold(n.removedPending(key), "a declared queue is in the catalogue unless it was deleted since")
+		return false
+	}
 	for p := uint32(0); p < entry.partitions; p++ {
 		id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: p}
 		if pe := n.partitions[id]; pe != nil && pe.loaded && pe.settingsOutstanding(seq) {
@@ -112,6 +118,7 @@ func (n *Node) settingsMoved(id core.QueueID, pe *partitionEntry) {
 	}
 	clear(n.heldDeclares[len(kept):])
 	n.heldDeclares = kept
+	n.releaseRuntimeAnswers() // node_runtime.go
 }
 
 // onSettingsBounced: the partition's Host is gone and applies nothing; it

@@ -18,8 +18,8 @@ func TestNodeFirstStepPersistsTheBootRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	rd := n.Step(&Tick{NowMs: 5})
-	if len(rd.Persist) != 2 || rd.Persist[0].Index != 1 {
-		t.Fatalf("want the boot record at index 1 and the first session ids, got %+v", rd.Persist)
+	if len(rd.Persist) != 3 || rd.Persist[0].Index != 1 {
+		t.Fatalf("want the boot record at index 1, the first session ids and the runtime seeds, got %+v", rd.Persist)
 	}
 	r, err := decodeRecord(rd.Persist[0].Data)
 	if err != nil || r.kind != recordBoot || r.boot != 1 || r.ownerID != n.OwnerID() {

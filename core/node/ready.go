@@ -43,7 +43,7 @@ type Ready struct {
 	Load           []LoadRequest
 	// Remove (Node): queues whose data the driver deletes, after Out is
 	// delivered and before any later Load (msg_queueops.go).
-	Remove        []RemoveRequest
+	Remove []RemoveRequest
 	// Unload (Node): drop each partition's Host and close its storage,
 	// then answer UnloadDone (idle eviction, node_idle.go).
 	Unload        []core.QueueID
@@ -89,6 +89,9 @@ type SessionInit struct {
 	ClientID [16]byte
 	Token    [16]byte
 	OwnerID  [16]byte
+	// Runtime is the live runtime values the session starts with (nil:
+	// the driver's config, for tests that build sessions by hand).
+	Runtime *SessionRuntime
 }
 
 // Binding routes a connection's frames to a session from now on.
@@ -120,7 +123,10 @@ type LoadRequest struct {
 	Queue    core.QueueID
 	Config   core.Config // TagFloor and Epoch filled in by the Node
 	Settings DeclareSettings
-	Kind     PartitionKind
+	// GlobalDLQ is the global dead-letter target in force (nil: none); the
+	// Host brings the partition to it before any request.
+	GlobalDLQ *core.DLQTarget
+	Kind      PartitionKind
 	// Truncate: cut the log at its first bad record (and report it in
 	// LoadDone.Cut) instead of refusing it as damaged (node_quarantine.go).
 	Truncate bool

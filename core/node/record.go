@@ -37,6 +37,12 @@ const (
 	// recordStream declares a stream (topic, settings); written once per
 	// stream (settings never change). Older logs have none and still load.
 	recordStream recordKind = 6
+	// recordRuntime holds the whole set of runtime settings and its version;
+	// recordGlobalDLQ the global dead-letter target and its version
+	// (runtime.go). Numbered apart from the kinds above so that kinds other
+	// work adds meanwhile do not collide.
+	recordRuntime   recordKind = 16
+	recordGlobalDLQ recordKind = 17
 )
 
 const (
@@ -50,7 +56,10 @@ const (
 	// version 1 snapshots (ceiling 0) stay readable.
 	// snapshotVersion 3 adds the stream list after the skeletons; versions
 	// 1 and 2 (no streams) stay readable.
-	snapshotVersion   = 3
+	// snapshotVersion 4 adds the runtime settings and the global
+	// dead-letter target after the streams; versions 1-3 stay readable.
+	snapshotVersion   = 4
+	snapshotVersionV3 = 3
 	snapshotVersionV2 = 2
 	snapshotVersionV1 = 1
 	// bootTagShift leaves 2^40 delivery tags per partition and boot
@@ -122,6 +131,12 @@ type record struct {
 	stream           *streamEntry // recordStream
 	// queueKey: recordQueueRemoved, recordQueueDataGone (record_queueops.go).
 	queueKey *queueKey
+	// recordRuntime: the version and the whole set; recordGlobalDLQ: the
+	// version and the target (nil: none).
+	runtimeVersion   uint64
+	runtime          *RuntimeSettings
+	globalDLQVersion uint64
+	globalDLQ        *core.DLQTarget
 }
 
 // durableState is what the Node's log builds.
@@ -142,6 +157,13 @@ type durableState struct {
 	// tombstones: removed queues whose data may still be on disk
 	// (record_queueops.go); never in a snapshot.
 	tombstones map[queueKey]bool
+	// runtime is the runtime settings in force (nil before the first
+	// boot's seed record) and runtimeVersion their version;
+	// globalDLQVersion counts the global target's changes (0: never set).
+	runtimeVersion   uint64
+	runtime          *RuntimeSettings
+	globalDLQVersion uint64
+	globalDLQ        *core.DLQTarget
 }
 
 func newDurableState() durableState {
@@ -206,6 +228,8 @@ func (s *durableState) apply(index uint64, r *record) {
 		s.streams[e.topic] = &e
 	case recordQueueRemoved, recordQueueDataGone:
 		s.applyQueueRemoval(r)
+	case recordRuntime, recordGlobalDLQ:
+		s.applyRuntime(r) // runtime_state.go
 	default:
 		// decodeRecord refuses unknown kinds, so one here was built in memory wrong.
 		panic("fibril/core/node invariant violated: applying an unknown record kind")
@@ -257,6 +281,10 @@ func appendRecord(dst []byte, r *record) []byte {
 		dst = appendStreamEntry(dst, r.stream)
 	case recordQueueRemoved, recordQueueDataGone:
 		dst = appendQueueKey(dst, *r.queueKey)
+	case recordRuntime:
+		dst = appendRuntime(dst, r.runtimeVersion, r.runtime)
+	case recordGlobalDLQ:
+		dst = appendGlobalDLQ(dst, r.globalDLQVersion, r.globalDLQ)
 	default:
 		panic("fibril/core/node invariant violated: encoding an unknown record kind")
 	}
@@ -355,7 +383,7 @@ func appendSnapshot(dst []byte, s *durableState) []byte {
 	for _, t := range topics {
 		dst = appendStreamEntry(dst, s.streams[t])
 	}
-	return dst
+	return appendRuntimeSnapshot(dst, s) // runtime_state.go
 }
 
 // sortedStreamTopics lists the declared streams' topics in order.
@@ -462,6 +490,13 @@ func decodeRecord(b []byte) (*record, error) {
 	case recordQueueRemoved, recordQueueDataGone:
 		k := d.queueName()
 		r.queueKey = &k
+	case recordRuntime:
+		r.runtimeVersion, r.runtime = d.runtime()
+	case recordGlobalDLQ:
+		r.globalDLQVersion, r.globalDLQ = d.globalDLQ()
+		if d.err == nil && r.globalDLQVersion == 0 {
+			d.fail("global dead-letter target version 0")
+		}
 	default:
 		// Unknown kinds are refused, not skipped: a skipped record could be a queue,
 		// and forgetting a queue loses its data on the next declare.
@@ -485,7 +520,7 @@ func decodeSnapshot(b []byte) (durableState, error) {
 	}
 	version := d.u8()
 	// V1 stays readable so an upgrade can boot from an old snapshot.
-	if version != snapshotVersion && version != snapshotVersionV2 && version != snapshotVersionV1 {
+	if version != snapshotVersion && version != snapshotVersionV3 && version != snapshotVersionV2 && version != snapshotVersionV1 {
 		return s, fmt.Errorf("%w: unknown snapshot version %d", ErrCorruptRecord, version)
 	}
 	s.lastIndex = d.u64()
@@ -517,7 +552,7 @@ func decodeSnapshot(b []byte) (durableState, error) {
 		s.skeletons[sk.clientID] = sk
 	}
 	// Version 3 lists the streams; older snapshots have none.
-	if version >= snapshotVersion {
+	if version >= snapshotVersionV3 {
 		count = d.count(33) // a stream takes at least 33 bytes (empty topic + settings)
 		for i := uint32(0); i < count && d.err == nil; i++ {
 			e := d.streamEntry()
@@ -529,6 +564,10 @@ func decodeSnapshot(b []byte) (durableState, error) {
 			}
 			s.streams[e.topic] = e
 		}
+	}
+	// Version 4 carries the runtime settings and the global target.
+	if version >= snapshotVersion {
+		decodeRuntimeSnapshot(&d, &s) // runtime_state.go
 	}
 	// Checked after the lists so one pass reports the first problem; d.fail keeps
 	// only the first reason anyway.

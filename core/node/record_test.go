@@ -120,7 +120,7 @@ func TestSnapshotVersion1StaysReadable(t *testing.T) {
 	// magic 4, version 1, last index 8, boot 8, owner 16: the ceiling follows;
 	// version 1 (as 2) ends before the stream list (its count, 0 here).
 	const ceilingAt = 4 + 1 + 8 + 8 + 16
-	v1 := append(append([]byte(nil), v3[:ceilingAt]...), v3[ceilingAt+8:len(v3)-4]...)
+	v1 := append(append([]byte(nil), v3[:ceilingAt]...), v3[ceilingAt+8:len(v3)-4-emptyRuntimeSnapshotBytes]...)
 	v1[4] = snapshotVersionV1
 	back, err := decodeSnapshot(v1)
 	if err != nil || back.sessionIDCeiling != 0 || !bytes.Equal(appendSnapshot(nil, &back), v3) {

@@ -182,6 +182,10 @@ func NewSession(cfg Config, init SessionInit) *Session {
 	sessionAssert(init.ID != 0, "session id 0 is never minted")
 	sessionAssert(init.ID <= sessionIDMax, "session id does not fit beside the subscription sequence")
 	sessionAssert(cfg.HeartbeatIntervalMs > 0 && cfg.OutboxBytesMax > 0, "session config not validated")
+	if init.Runtime != nil {
+		// The Node's live runtime values win over the driver's startup copy.
+		cfg.ReconnectGraceMs = init.Runtime.ReconnectGraceMs
+	}
 	return &Session{
 		cfg:            cfg,
 		init:           init,
@@ -271,6 +275,8 @@ func (s *Session) onEnvelope(now int64, msg Message) {
 		s.onOpened(now, m)
 	case *Declared:
 		s.onDeclared(m)
+	case *SessionRuntime:
+		s.cfg.ReconnectGraceMs = m.ReconnectGraceMs // the grace of disconnects from now on
 	case *ShuttingDown:
 		s.onShuttingDown(m)
 	case *Response:

@@ -22,6 +22,8 @@ type miniDriver struct {
 	settled  map[core.QueueID][]core.Settlement
 	// toSession, when set, sees each envelope to a session (else dropped).
 	toSession func(Envelope)
+	// toAdmin, when set, sees each envelope to an operator (else dropped).
+	toAdmin func(Envelope)
 }
 
 func newMiniDriver(t *testing.T) *miniDriver {
@@ -103,6 +105,10 @@ func (d *miniDriver) run() {
 		case AddrSession:
 			if d.toSession != nil {
 				d.toSession(env)
+			}
+		case AddrAdmin:
+			if d.toAdmin != nil {
+				d.toAdmin(env)
 			}
 		}
 	}

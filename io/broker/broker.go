@@ -126,6 +126,7 @@ func New(cfg Config) (*Broker, error) {
 		rl.Close()
 		return nil, fmt.Errorf("node log: %w (refusing to start rather than forget queues)", err)
 	}
+	logIgnoredSeeds(cfg.Logger, n) // admin_runtime.go
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{
 		cfg: cfg, nodeCfg: nodeCfg, log: cfg.Logger, clock: newClock(cfg.wallClock), users: users, metrics: &metrics{},

@@ -83,6 +83,11 @@ type Config struct {
 
 	// IdleCleanup is idle queue eviction (SPEC 9, docs/idle.md).
 	IdleCleanup node.IdleCleanupConfig
+	// DefaultPartitionCount seeds partitioning.default_partition_count
+	// (0: the node default, 1) and RuntimeLockIdleQueueCleanup is
+	// runtime_locks.idle_queue_cleanup (admin_runtime.go).
+	DefaultPartitionCount       uint32
+	RuntimeLockIdleQueueCleanup bool
 
 	Logger *slog.Logger
 
@@ -135,6 +140,7 @@ func DefaultConfig() Config {
 		Partition:               nd.Partition,
 		StreamPartition:         nd.StreamPartition,
 		IdleCleanup:             nd.IdleCleanup,
+		DefaultPartitionCount:   1,
 		Logger:                  slog.Default(),
 		AdminMetricsPerChannel:  true,
 	}
@@ -185,5 +191,9 @@ func (c Config) nodeConfig() node.Config {
 	nc.Partition = c.Partition
 	nc.StreamPartition = c.StreamPartition
 	nc.IdleCleanup = c.IdleCleanup
+	if c.DefaultPartitionCount != 0 {
+		nc.DefaultPartitionCount = c.DefaultPartitionCount
+	}
+	nc.RuntimeLockIdleQueueCleanup = c.RuntimeLockIdleQueueCleanup
 	return nc
 }
