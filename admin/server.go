@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -115,6 +116,15 @@ func newServerWith(log *slog.Logger, opts *Options) *Server {
 		family(s, mux)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// The catch-all matches every path, so a known path asked with a
+		// method it does not take lands here too: 405 naming the methods
+		// it does take, as the mux would answer without a catch-all.
+		if allow := allowedMethods(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+				fmt.Sprintf("%s %s is not allowed; use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found",
 			fmt.Sprintf("no admin endpoint at %s; this broker serves /healthz, /readyz, /metrics and /admin/api/... (docs/admin.md lists them)", r.URL.Path))
 	})
@@ -214,4 +224,21 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(apiError{Code: code, Message: message})
+}
+
+// allowedMethods lists the methods for which mux has a route other than
+// the catch-all at r's path (none: the path is unknown).
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+		if method == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = method
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, method)
+		}
+	}
+	return allow
 }

@@ -139,7 +139,7 @@ func TestAdminWrongMethodIs405JSON(t *testing.T) {
 func distinctCounters() broker.Counters {
 	return broker.Counters{
 		Published: 101, Delivered: 102, Redelivered: 103, Acked: 104, Discarded: 105, DeadLettered: 106,
-		TTLDropped: 107, Connections: 108, AuthFailures: 109, ProtocolErrors: 110, GraceEntered: 111,
+		TTLDropped: 107, LeaseExpiries: 129, Connections: 108, AuthFailures: 109, ProtocolErrors: 110, GraceEntered: 111,
 		GraceExpired: 112, Resumed: 113, ResumeNew: 114, ResumeRejected: 115, PayloadsRead: 116,
 		StreamEntriesRead: 117, StorageWriteRounds: 118, ConnectionsOpen: 119, ResidentPayloadBytes: 120,
 		Quarantined: 125, Quarantines: 126,
@@ -181,7 +181,8 @@ func TestMetricsReadTheCounters(t *testing.T) {
 		"fibril_broker_acked_total":                {dto.MetricType_COUNTER, 104},
 		"fibril_broker_discarded_total":            {dto.MetricType_COUNTER, 105},
 		"fibril_broker_dead_lettered_total":        {dto.MetricType_COUNTER, 106},
-		"fibril_broker_expired_total":              {dto.MetricType_COUNTER, 107},
+		"fibril_broker_expired_total":              {dto.MetricType_COUNTER, 129},
+		"fibril_broker_ttl_dropped_total":          {dto.MetricType_COUNTER, 107},
 		"fibril_tcp_connections_total":             {dto.MetricType_COUNTER, 108},
 		"fibril_tcp_auth_failures_total":           {dto.MetricType_COUNTER, 109},
 		"fibril_tcp_reconnect_grace_entered_total": {dto.MetricType_COUNTER, 111},

@@ -76,6 +76,9 @@ type Host struct {
 	// Host agreed to be unloaded.
 	lastActiveMs int64
 	released     bool
+	// leaseExpiredSeen is the partition's lease-expiry count already
+	// reported in a Ready (LeaseExpiries).
+	leaseExpiredSeen uint64
 }
 
 // hostRefKind says who waits for a reply.
@@ -260,6 +263,13 @@ func (h *Host) stepCore(in core.Input) {
 		h.routeDelivery(&rd.Deliveries[i])
 	}
 	h.rd.Settled = append(h.rd.Settled, rd.Settled...)
+	// Lease expiries are no settlement (the message is ready again): the
+	// partition counts them, the Host reports each step's new ones.
+	if n := h.p.Stats().LeaseExpired; n != h.leaseExpiredSeen {
+		assertHold(n > h.leaseExpiredSeen, "a partition's lease-expiry count only grows")
+		h.rd.LeaseExpiries += n - h.leaseExpiredSeen
+		h.leaseExpiredSeen = n
+	}
 	for i := range rd.DeadLetters {
 		h.enqueueDeadLetter(rd.DeadLetters[i])
 	}

@@ -10,15 +10,17 @@ import (
 // handed to storage, reports them durable (at once, or when told), collects
 // the envelopes and checks the invariants after every step.
 type hostHarness struct {
-	t           testing.TB
-	cfg         Config
-	pcfg        core.Config
-	h           *Host
-	now         int64
-	log         []core.Entry // entries after base
-	base        uint64       // the partition's last index when loaded
-	durable     uint64
-	autoPersist bool
+	t    testing.TB
+	cfg  Config
+	pcfg core.Config
+	h    *Host
+	// leaseExpiries sums Ready.LeaseExpiries.
+	leaseExpiries uint64
+	now           int64
+	log           []core.Entry // entries after base
+	base          uint64       // the partition's last index when loaded
+	durable       uint64
+	autoPersist   bool
 	// stored, when set, is the storage's answer: the publishes of each
 	// durable round whose payloads it can give back.
 	stored bool
@@ -90,6 +92,7 @@ func (hh *hostHarness) collect(rd *Ready, in Input) {
 	}
 	hh.out = append(hh.out, rd.Out...)
 	hh.settled = append(hh.settled, rd.Settled...)
+	hh.leaseExpiries += rd.LeaseExpiries
 	if rd.Snapshot != nil {
 		hh.snapshots = append(hh.snapshots, rd.Snapshot)
 	}

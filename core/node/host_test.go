@@ -435,3 +435,26 @@ func TestHostBatchesOneStepsAnswersPerSession(t *testing.T) {
 		t.Fatalf("single answers %+v", singles)
 	}
 }
+
+// A lease that runs out is reported once in Ready.LeaseExpiries (the
+// fibril_broker_expired_total metric), not as a settlement.
+func TestHostReportsLeaseExpiries(t *testing.T) {
+	pcfg := testPartitionConfig("jobs")
+	pcfg.LeaseMs = 1000
+	hh := newHostHarness(t, testHostConfig(), pcfg, DeclareSettings{})
+	hh.autoPersist = true
+	hh.subscribe(1, 5, 1)
+	hh.publish(2, 0, "a")
+	hh.tick(500)
+	if hh.leaseExpiries != 0 {
+		t.Fatalf("%d expiries before the lease ran out", hh.leaseExpiries)
+	}
+	hh.tick(600)
+	if hh.leaseExpiries != 1 || len(hh.settled) != 0 {
+		t.Fatalf("after the lease: %d expiries, settled %+v", hh.leaseExpiries, hh.settled)
+	}
+	hh.tick(10)
+	if hh.leaseExpiries != 1 {
+		t.Fatalf("an expiry reported twice: %d", hh.leaseExpiries)
+	}
+}

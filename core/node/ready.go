@@ -57,6 +57,9 @@ type Ready struct {
 	ResidentBytes int64
 	// Settled (Host): durable final outcomes, for metrics.
 	Settled []core.Settlement
+	// LeaseExpiries (Host): leases that ran out in this step, for metrics
+	// (fibril_broker_expired_total, SPEC decisions).
+	LeaseExpiries uint64
 	// Counted (Session): what this step did that the broker's metrics
 	// count (SPEC 13). Counting never decides anything.
 	Counted SessionCounted

@@ -340,6 +340,9 @@ func (r *hostRunner) apply(rd *node.Ready) bool {
 		r.requestSnapshot(rd.Snapshot)
 	}
 	r.b.metrics.settled(rd.Settled)
+	if rd.LeaseExpiries > 0 {
+		r.b.metrics.leaseExpired.Add(rd.LeaseExpiries)
+	}
 	r.reportResident(rd.ResidentBytes)
 	return true
 }

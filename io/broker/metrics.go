@@ -26,6 +26,7 @@ type metrics struct {
 	discarded    atomic.Uint64
 	deadLettered atomic.Uint64
 	ttlDropped   atomic.Uint64
+	leaseExpired atomic.Uint64 // Ready.LeaseExpiries
 	connections  atomic.Uint64
 	authFailures atomic.Uint64
 	protocolErrs atomic.Uint64
@@ -104,7 +105,9 @@ func (m *metrics) countSession(c *node.SessionCounted) {
 // Counters is a snapshot of the broker's counters and gauges. Each field is
 // read on its own (no lock): two fields may be a few events apart.
 type Counters struct {
-	Published, Delivered, Redelivered, Acked, Discarded, DeadLettered, TTLDropped  uint64
+	Published, Delivered, Redelivered, Acked, Discarded, DeadLettered, TTLDropped uint64
+	// LeaseExpiries counts leases that ran out (the message ready again).
+	LeaseExpiries                                                                  uint64
 	Connections, AuthFailures, ProtocolErrors, GraceEntered, GraceExpired, Resumed uint64
 	ResumeNew, ResumeRejected                                                      uint64
 	// PayloadsRead counts stored payloads read back from disk for delivery;
@@ -134,7 +137,7 @@ func (b *Broker) Counters() Counters {
 	c := Counters{
 		Published: m.published.Load(), Delivered: m.delivered.Load(), Redelivered: m.redelivered.Load(),
 		Acked: m.acked.Load(), Discarded: m.discarded.Load(), DeadLettered: m.deadLettered.Load(),
-		TTLDropped: m.ttlDropped.Load(), Connections: m.connections.Load(), AuthFailures: m.authFailures.Load(),
+		TTLDropped: m.ttlDropped.Load(), LeaseExpiries: m.leaseExpired.Load(), Connections: m.connections.Load(), AuthFailures: m.authFailures.Load(),
 		ProtocolErrors: m.protocolErrs.Load(), GraceEntered: m.graceEntered.Load(), GraceExpired: m.graceExpired.Load(),
 		Resumed: m.resumed.Load(), ResumeNew: m.resumeNew.Load(), ResumeRejected: m.resumeRejected.Load(),
 		PayloadsRead: m.payloadsRead.Load(), StreamEntriesRead: m.streamEntriesRead.Load(),
