@@ -134,6 +134,25 @@ func TestAdminWrongMethodIs405JSON(t *testing.T) {
 	}
 }
 
+// An /admin/api route asked with a method it does not take is 405 naming
+// the ones it takes (the catch-all must not turn it into a 404).
+func TestAdminAPIWrongMethodIs405(t *testing.T) {
+	s := newServer(quietLogger())
+	s.Attach(&fakeSource{})
+	for path, want := range map[string]string{
+		"/admin/api/audit":            "GET",
+		"/admin/api/queues/delete":    "POST",
+		"/admin/api/runtime-settings": "GET, PUT",
+	} {
+		rec := do(t, s.Handler(), http.MethodPatch, path)
+		wantJSONError(t, rec, http.StatusMethodNotAllowed, "method_not_allowed")
+		if allow := rec.Header().Get("Allow"); allow != want {
+			t.Fatalf("PATCH %s: Allow %q, want %q", path, allow, want)
+		}
+	}
+	wantJSONError(t, do(t, s.Handler(), http.MethodPatch, "/admin/api/nothing-here"), http.StatusNotFound, "not_found")
+}
+
 // distinctCounters gives every field its own value, so a metric wired to
 // the wrong field shows.
 func distinctCounters() broker.Counters {
