@@ -330,7 +330,7 @@ func runPowerLoss(t *testing.T, cfg powerLossConfig) *powerLossResult {
 	fsys.SetSyncDelay(powerSyncDelay)
 	fsys.SetDropUnsyncedOps(cfg.dropUnsyncedOps)
 	l := &powerLoop{t: t, cfg: cfg, fs: fsys, res: &powerLossResult{}, rng: rand.New(rand.NewPCG(cfg.seed, 2)),
-		rec: newRecorder("powerloss", cfg.seed, powerLeaseMs, powerQuietMs), payloads: map[uint64][]byte{},
+		rec: newRecorder("powerloss", cfg.seed, powerLeaseMs), payloads: map[uint64][]byte{},
 		ttlMs: map[uint64]int64{}, confirm: map[uint64]partOffset{}, confirmedAt: map[uint64]int64{},
 		deliveries: map[uint64][]delivery{}, acks: map[uint64][]int64{}, tags: map[string]bool{}, declared: map[string]uint32{}}
 	l.broker = &brokerProc{t: t, bin: cfg.bin, dataDir: filepath.Join(mnt, "data"), port: freePort(t), snapshotEntriesMin: cfg.snapshotEntriesMin}
