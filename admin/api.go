@@ -82,6 +82,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // readJSON decodes the request body into v: one JSON object of at most
 // requestBytesMax bytes with no unknown fields.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	// No Content-Type is taken as JSON (curl -d without -H); a cross-site
+	// browser request, which needs none for a typeless body, is refused
+	// before it gets here (origin.go).
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return problem(http.StatusUnsupportedMediaType, "unsupported_media_type",
 			"send the body as JSON with Content-Type: application/json (got %q)", ct)

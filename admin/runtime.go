@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/core/node"
@@ -91,6 +93,12 @@ type globalDLQPut struct {
 	Target          json.RawMessage `json:"target"`
 }
 
+// runtimeCallTimeout bounds how long a request waits for the Node (a PUT:
+// for its record to be durable and every loaded partition to apply it),
+// below the server's 30 s write timeout so the answer still goes out: a
+// 503 saying the change may still take effect.
+var runtimeCallTimeout = 25 * time.Second // a var: tests shorten it
+
 func init() {
 	routeFamilies = append(routeFamilies, func(s *Server, mux *http.ServeMux) {
 		mux.HandleFunc("GET /admin/api/runtime-settings", s.api(s.getRuntimeSettings))
@@ -105,9 +113,11 @@ func (s *Server) getRuntimeSettings(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	st, err := b.RuntimeSettings(r.Context())
+	ctx, cancel := context.WithTimeout(r.Context(), runtimeCallTimeout)
+	defer cancel()
+	st, err := b.RuntimeSettings(ctx)
 	if err != nil {
-		return err
+		return runtimeCallFailed(err)
 	}
 	writeJSON(w, http.StatusOK, runtimeJSONOf(&st))
 	return nil
@@ -129,9 +139,11 @@ func (s *Server) putRuntimeSettings(w http.ResponseWriter, r *http.Request) (err
 			"give expected_version: the version you read with GET /admin/api/runtime-settings")
 	}
 	patch = patchOf(&body.Settings)
-	st, err := b.PutRuntimeSettings(r.Context(), *body.ExpectedVersion, patch)
+	ctx, cancel := context.WithTimeout(r.Context(), runtimeCallTimeout)
+	defer cancel()
+	st, err := b.PutRuntimeSettings(ctx, *body.ExpectedVersion, patch)
 	if err != nil {
-		return err
+		return runtimeCallFailed(err)
 	}
 	if st.Err != nil {
 		return runtimeRefusal(st.Err, runtimeJSONOf(&st))
@@ -145,9 +157,11 @@ func (s *Server) getGlobalDLQ(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := b.GlobalDLQ(r.Context())
+	ctx, cancel := context.WithTimeout(r.Context(), runtimeCallTimeout)
+	defer cancel()
+	st, err := b.GlobalDLQ(ctx)
 	if err != nil {
-		return err
+		return runtimeCallFailed(err)
 	}
 	writeJSON(w, http.StatusOK, globalDLQJSONOf(&st))
 	return nil
@@ -183,15 +197,28 @@ func (s *Server) putGlobalDLQ(w http.ResponseWriter, r *http.Request) (err error
 		t = &core.DLQTarget{Topic: tj.Topic, Group: tj.Group}
 		target = tj.Topic + "/" + core.NormalizeGroup(tj.Group)
 	}
-	st, err := b.PutGlobalDLQ(r.Context(), *body.ExpectedVersion, t)
+	ctx, cancel := context.WithTimeout(r.Context(), runtimeCallTimeout)
+	defer cancel()
+	st, err := b.PutGlobalDLQ(ctx, *body.ExpectedVersion, t)
 	if err != nil {
-		return err
+		return runtimeCallFailed(err)
 	}
 	if st.Err != nil {
 		return runtimeRefusal(st.Err, globalDLQJSONOf(&st))
 	}
 	writeJSON(w, http.StatusOK, globalDLQJSONOf(&st))
 	return nil
+}
+
+// runtimeCallFailed maps a call that did not get the Node's answer: past
+// runtimeCallTimeout a 503 that says a PUT may still take effect (read the
+// version to know), anything else as it is.
+func runtimeCallFailed(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return problem(http.StatusServiceUnavailable, "timeout",
+			"the broker did not answer within %v; a change may still take effect: GET the settings and compare the version before retrying", runtimeCallTimeout)
+	}
+	return err
 }
 
 // runtimeRefusal maps the Node's refusal to the API's problem.

@@ -55,6 +55,8 @@ type Server struct {
 	logControl atomic.Pointer[logControl]
 	// surf is the admin surface's state (surface.go).
 	surf surface
+	// origin: the browser checks' state (origin.go).
+	origin originGuard
 }
 
 // sourceBox lets an interface value live behind an atomic.Pointer.
@@ -77,6 +79,7 @@ func listen(addr string, log *slog.Logger, opts *Options) (*Server, error) {
 		l = tls.NewListener(l, conf)
 	}
 	s.listener = l
+	s.origin.loopbackOnly.Store(isLoopbackAddr(l.Addr()))
 	s.http = &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -128,7 +131,9 @@ func newServerWith(log *slog.Logger, opts *Options) *Server {
 		writeError(w, http.StatusNotFound, "not_found",
 			fmt.Sprintf("no admin endpoint at %s; this broker serves /healthz, /readyz, /metrics and /admin/api/... (docs/admin.md lists them)", r.URL.Path))
 	})
-	s.handler = s.withAuth(mux) // auth.go: a no-op when admin auth is off
+	// origin.go's browser checks first, then auth.go's (a no-op when admin
+	// auth is off).
+	s.handler = s.withSameOrigin(s.withAuth(mux))
 	return s
 }
 
