@@ -22,7 +22,7 @@ import (
 // previous boot persisted (SPEC 14: runtime seeds apply on first boot only).
 func logIgnoredSeeds(log *slog.Logger, n *node.Node) {
 	if keys := n.RuntimeSeedsIgnored(); len(keys) > 0 {
-		log.Info("runtime settings: the persisted values win over this start's seeds; change them through the admin API",
+		log.Warn("runtime settings: the persisted values win over this start's configured values (runtime settings seed the first boot only); change them with PUT /admin/api/runtime-settings or fibrilctl admin runtime-settings set",
 			"keys", keys)
 	}
 }
