@@ -40,6 +40,8 @@ var (
 			"Time one partition log round took to append and fsync (one group commit).", nil, nil),
 		broker.HistogramRoundEntries: prometheus.NewDesc("fibril_storage_group_commit_entries",
 			"Entries one partition log round made durable (the group commit's batch size).", nil, nil),
+		broker.HistogramConfirmSeconds: prometheus.NewDesc("fibril_publish_confirm_seconds",
+			"Time from reading a PUBLISH to queueing its PUBLISH_OK (or ERROR), sampled: one publish in 64 per connection.", nil, nil),
 	}
 	reconcileOutcomesDesc = prometheus.NewDesc("fibril_tcp_reconcile_outcomes_total",
 		"Reconcile entries by outcome.", []string{"outcome"}, nil)

@@ -24,6 +24,8 @@ type surfaceMetrics struct {
 	// the entries it made durable (the group commit's batch).
 	roundSeconds histogram
 	roundEntries histogram
+	// confirmSeconds: sampled publish-to-confirm latency (confirm_latency.go).
+	confirmSeconds histogram
 	// reconciles counts RECONCILE_RESULTs; reconcileOutcomes their entries
 	// by outcome (node.ReconcileOutcome).
 	reconciles        atomic.Uint64
@@ -123,5 +125,6 @@ func (b *Broker) Histograms() []Histogram {
 	return []Histogram{
 		m.roundSeconds.snapshot(HistogramRoundSeconds, roundSecondsBounds),
 		m.roundEntries.snapshot(HistogramRoundEntries, roundEntriesBounds),
+		m.confirmSeconds.snapshot(HistogramConfirmSeconds, confirmSecondsBounds),
 	}
 }

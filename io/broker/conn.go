@@ -41,6 +41,8 @@ type conn struct {
 	id       node.ConnID
 	sock     Conn
 	loopback bool
+	// confirms samples publish-to-confirm latency (confirm_latency.go).
+	confirms confirmSampler
 
 	bound    atomic.Pointer[actor]
 	bindCh   chan struct{} // closed once bound
@@ -147,6 +149,7 @@ func (b *Broker) applySends(a *actor, sends []node.Send, closes []node.ConnID, w
 // enqueue copies bytes into the outbox (the Ready is valid only until the
 // machine's next step); true when the writer has something new to write.
 func (c *conn) enqueue(bytes []byte) bool {
+	c.confirms.onEnqueue(bytes, c.b.clock.sinceBootNs(), &c.b.metrics.confirmSeconds)
 	c.mu.Lock()
 	if c.shut || c.closeReq {
 		c.mu.Unlock()
@@ -284,6 +287,7 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
+		c.confirms.onRead(hdr, c.b.clock.sinceBootNs()) // confirm_latency.go
 		if hdr.Opcode == wire.OpHello && c.boundTo() == nil {
 			c.seen.observeHello(payload) // before the step: the payload is reused after
 		}
