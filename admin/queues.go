@@ -407,9 +407,11 @@ type topologyPartition struct {
 	Owner     string `json:"owner"`
 }
 
+// topologyEntry is a queue (Group always present, "" for the default group,
+// as in GET /admin/api/queues) or a stream (no group).
 type topologyEntry struct {
 	Topic      string              `json:"topic"`
-	Group      string              `json:"group,omitempty"`
+	Group      *string             `json:"group,omitempty"`
 	Partitions []topologyPartition `json:"partitions"`
 }
 
@@ -426,7 +428,7 @@ func (s *Server) topology(w http.ResponseWriter, r *http.Request) error {
 	}
 	info := b.NodeInfo()
 	owner := hex.EncodeToString(list.OwnerID[:])
-	entry := func(topic, group string, n uint32) topologyEntry {
+	entry := func(topic string, group *string, n uint32) topologyEntry {
 		e := topologyEntry{Topic: topic, Group: group, Partitions: make([]topologyPartition, 0, n)}
 		for p := range n {
 			e.Partitions = append(e.Partitions, topologyPartition{Partition: p, Owner: owner})
@@ -435,11 +437,12 @@ func (s *Server) topology(w http.ResponseWriter, r *http.Request) error {
 	}
 	queues := make([]topologyEntry, 0, len(list.Queues))
 	for _, q := range list.Queues {
-		queues = append(queues, entry(q.Topic, q.Group, q.Partitions))
+		group := q.Group
+		queues = append(queues, entry(q.Topic, &group, q.Partitions))
 	}
 	streams := make([]topologyEntry, 0, len(list.Streams))
 	for _, st := range list.Streams {
-		streams = append(streams, entry(st.Topic, "", st.Partitions))
+		streams = append(streams, entry(st.Topic, nil, st.Partitions))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"node": map[string]any{"name": info.Name, "advertise_address": fmt.Sprintf("%s:%d", info.AdvertiseHost, info.AdvertisePort),
