@@ -233,7 +233,7 @@ func (s *Server) createQueue(w http.ResponseWriter, r *http.Request) (err error)
 	if err := readJSON(w, r, &body); err != nil {
 		return err
 	}
-	target = body.Topic + "/" + core.NormalizeGroup(body.Group)
+	target = body.Topic + "/" + groupName(core.NormalizeGroup(body.Group))
 	if err := checkQueueName("queue", body.Topic, body.Group); err != nil {
 		return err
 	}
@@ -307,7 +307,7 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) (err error)
 	target := ""
 	defer func() { s.audit(r, "queue.delete", target, err, "") }()
 	ref, err := readQueueRef(w, r, "delete")
-	target = ref.Topic + "/" + core.NormalizeGroup(ref.Group)
+	target = ref.Topic + "/" + groupName(core.NormalizeGroup(ref.Group))
 	if err != nil {
 		return err
 	}
@@ -328,7 +328,7 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request) (err error) 
 	target, detail := "", ""
 	defer func() { s.audit(r, "queue.purge", target, err, detail) }()
 	ref, err := readQueueRef(w, r, "purge")
-	target = ref.Topic + "/" + core.NormalizeGroup(ref.Group)
+	target = ref.Topic + "/" + groupName(core.NormalizeGroup(ref.Group))
 	if err != nil {
 		return err
 	}
@@ -371,7 +371,7 @@ func (s *Server) adminPublish(w http.ResponseWriter, r *http.Request) (err error
 	if err := readJSON(w, r, &body); err != nil {
 		return err
 	}
-	target = body.Topic + "/" + core.NormalizeGroup(body.Group)
+	target = body.Topic + "/" + groupName(core.NormalizeGroup(body.Group))
 	if err := checkQueueName("publish", body.Topic, body.Group); err != nil {
 		return err
 	}
