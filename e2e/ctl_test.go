@@ -986,3 +986,111 @@ func TestCtlTLS(t *testing.T) {
 		t.Fatalf("--tls --ca-file: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// quarantine list and repair on a partition whose last record was damaged
+// (the quarantine tests' setup: a clean stop, bytes flipped).
+func TestCtlQuarantineRepair(t *testing.T) {
+	dir := quarantineSetup(t, damageFlip)
+	s, base := startWithAdmin(t, dir, "quarantine")
+	c := ctlTarget{s: s, adminURL: base}
+	// Detection is lazy: the first touch parks it.
+	cl := dial(t, s, client.TransportTCP)
+	wantQuarantineRefusal(t, cl)
+
+	r := c.ctl(t, 0, "admin", "quarantine", "list")
+	if !regexp.MustCompile(`(?m)^q-bad/default\s+0\s+checksum\s+\d{4}-\d\d-\d\dT\S+Z\s+\S`).MatchString(r.stdout) {
+		t.Fatalf("quarantine list:\n%s", r.stdout)
+	}
+	r = c.ctl(t, 0, "admin", "quarantine", "list", "--json")
+	var list map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	row := findRow(t, list, "topic", "q-bad", "quarantined")
+	wantAt(t, row, "checksum", "kind")
+	wantAt(t, row, "queue", "partition_kind")
+
+	c.ctl(t, 4, "admin", "quarantine", "repair", "q-good")                    // serves: 409
+	c.ctl(t, 3, "admin", "quarantine", "repair", "q-bad", "--partition", "3") // no such partition: 404
+	r = c.ctl(t, 0, "admin", "quarantine", "repair", "q-bad", "--partition", "0")
+	mustContain(t, "repair", r.stdout, "repaired q-bad/default partition 0: 1 entries truncated")
+	r = c.ctl(t, 4, "admin", "quarantine", "repair", "q-bad", "--json")
+	mustContain(t, "a second repair", r.stderr, "409 conflict", "partition q-bad/default/0 is not quarantined")
+	r = c.ctl(t, 0, "admin", "quarantine", "list")
+	mustContain(t, "list after the repair", r.stdout, "no partition is quarantined")
+	// Served again: every message before the cut.
+	wantPrefix(t, consumeTexts(t, cl, "q-bad", quarantineMessages-1), "bad-", quarantineMessages-1)
+}
+
+// One TOML file for both: `fibril serve --config FILE` accepts it (it refuses
+// unknown keys) and fibrilctl --config FILE finds the broker and its admin
+// listener (HTTPS with the broker's certificate, admin auth) from it.
+func TestCtlConfigFileSharedWithTheBroker(t *testing.T) {
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	brokerPort, adminPort := freePort(t), freePort(t)
+	file := filepath.Join(dir, "fibril.toml")
+	text := fmt.Sprintf(`# a broker's config file, read by fibrilctl too
+[server]
+data_dir = %q
+
+[broker.listener]
+bind = "0.0.0.0:%d"
+advertise = "127.0.0.1"
+
+[admin]
+listener.bind = "127.0.0.1:%d"
+auth.enabled = true
+auth.username = "ops"
+auth.password = "ops-secret"
+
+[tls]
+enabled = true
+admin_enabled = true
+
+[delivery]
+inflight_ttl_ms = 4000
+`, dataDir, brokerPort, adminPort)
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(fibrilBin, "serve", "--print-config", "--config", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("fibril serve --print-config --config refuses the file: %v\n%s", err, out)
+	}
+	mustContain(t, "--print-config", string(out), "admin.auth.username", "broker.listener.advertise")
+
+	cmd := exec.Command(fibrilBin, "serve", "--config", file)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// Another user's config dir: no local trust file, so the CA must come
+	// from <data_dir>/tls/ca.pem, as the file says where it is.
+	env := []string{"XDG_CONFIG_HOME=" + t.TempDir(), "FIBRIL_CONFIG=" + file}
+	bin := fibrilctlBin(t)
+	eventually(t, 20000, 100, func() bool {
+		return runCtlArgs(t, env, "", bin, "admin", "runtime-settings", "get").code == 0
+	})
+	r := runCtlArgs(t, env, "", bin, "admin", "runtime-settings", "get")
+	if !regexp.MustCompile(`(?m)^delivery\.inflight_ttl_ms\s+4000\s`).MatchString(r.stdout) {
+		t.Fatalf("runtime-settings through the file's https admin URL:\n%s%s\nbroker log:\n%s", r.stdout, r.stderr, log.String())
+	}
+	// The wire: TLS (tls.enabled), the advertised host on bind's port; the
+	// admin credentials are not a wire user (the built-in login serves).
+	r = runCtlArgs(t, env, "", bin, "queue", "publish", "shared", "--message", "one file")
+	if r.code != 0 {
+		t.Fatalf("publish through the file's broker address: exit %d\n%s%s\nbroker log:\n%s", r.code, r.stdout, r.stderr, log.String())
+	}
+	r = runCtlArgs(t, env, "", bin, "admin", "messages", "shared", "--include-payload")
+	if r.code != 0 || !strings.Contains(r.stdout, `"one file"`) {
+		t.Fatalf("admin messages: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Admin auth is on: a wrong password is refused (exit 5).
+	r = runCtlArgs(t, env, "", bin, "--password", "wrong", "admin", "queues")
+	if r.code != 5 || !strings.Contains(r.stderr, "401 unauthorized") {
+		t.Fatalf("a wrong admin password: exit %d\n%s", r.code, r.stderr)
+	}
+}
