@@ -1071,11 +1071,15 @@ inflight_ttl_ms = 4000
 	// from <data_dir>/tls/ca.pem, as the file says where it is.
 	env := []string{"XDG_CONFIG_HOME=" + t.TempDir(), "FIBRIL_CONFIG=" + file}
 	bin := fibrilctlBin(t)
-	eventually(t, 20000, 100, func() bool {
-		return runCtlArgs(t, env, "", bin, "admin", "runtime-settings", "get").code == 0
-	})
-	r := runCtlArgs(t, env, "", bin, "admin", "runtime-settings", "get")
-	if !regexp.MustCompile(`(?m)^delivery\.inflight_ttl_ms\s+4000\s`).MatchString(r.stdout) {
+	// Wait for the listeners; exit 6 (unreachable) until they are up.
+	var r ctlResult
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r = runCtlArgs(t, env, "", bin, "admin", "runtime-settings", "get")
+		if r.code != 6 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if r.code != 0 || !regexp.MustCompile(`(?m)^delivery\.inflight_ttl_ms\s+4000\s`).MatchString(r.stdout) {
 		t.Fatalf("runtime-settings through the file's https admin URL:\n%s%s\nbroker log:\n%s", r.stdout, r.stderr, log.String())
 	}
 	// The wire: TLS (tls.enabled), the advertised host on bind's port; the
