@@ -44,6 +44,7 @@ func TestUsageErrors(t *testing.T) {
 		{nil, "missing command"},
 		{[]string{"nope"}, `unknown command "nope"`},
 		{[]string{"admin", "queuse"}, `did you mean "queues"?`},
+		{[]string{"admin", "connections", "clsoe"}, `did you mean "close"?`},
 		{[]string{"admin"}, "missing command"},
 		{[]string{"admin", "queues", "--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"queue", "publish"}, "missing argument: want <topic>"},
