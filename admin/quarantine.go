@@ -84,7 +84,7 @@ func (s *Server) quarantineList(w http.ResponseWriter, _ *http.Request) error {
 
 func (s *Server) quarantineRepair(w http.ResponseWriter, r *http.Request) error {
 	q, err := repairTarget(r)
-	target := fmt.Sprintf("%s/%s/%d", q.Topic, q.Group, q.Partition)
+	target := partitionName(q)
 	if err != nil {
 		s.audit(r, "quarantine.repair", target, err, "")
 		return err
@@ -122,7 +122,7 @@ func (s *Server) repair(r *http.Request, q core.QueueID) (*node.QuarantineRepair
 	if err != nil {
 		return nil, err
 	}
-	name := fmt.Sprintf("%s/%s/%d", q.Topic, q.Group, q.Partition)
+	name := partitionName(q)
 	switch answer.Outcome {
 	case node.RepairDone:
 		return answer, nil
@@ -135,6 +135,12 @@ func (s *Server) repair(r *http.Request, q core.QueueID) (*node.QuarantineRepair
 	default:
 		return answer, problem(http.StatusInternalServerError, "repair_failed", "the repair of partition %s failed and it stays quarantined: %s; see the broker's log", name, answer.Err)
 	}
+}
+
+// partitionName names a partition as topic/group/partition, the default
+// group as "default" (not an empty segment: "orders//0").
+func partitionName(q core.QueueID) string {
+	return fmt.Sprintf("%s/%s/%d", q.Topic, groupName(core.NormalizeGroup(q.Group)), q.Partition)
 }
 
 // repairTarget reads ?topic&group&partition.

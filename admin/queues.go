@@ -233,7 +233,7 @@ func (s *Server) createQueue(w http.ResponseWriter, r *http.Request) (err error)
 	if err := readJSON(w, r, &body); err != nil {
 		return err
 	}
-	target = body.Topic + "/" + core.NormalizeGroup(body.Group)
+	target = body.Topic + "/" + groupName(core.NormalizeGroup(body.Group))
 	if err := checkQueueName("queue", body.Topic, body.Group); err != nil {
 		return err
 	}
@@ -307,7 +307,7 @@ func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request) (err error)
 	target := ""
 	defer func() { s.audit(r, "queue.delete", target, err, "") }()
 	ref, err := readQueueRef(w, r, "delete")
-	target = ref.Topic + "/" + core.NormalizeGroup(ref.Group)
+	target = ref.Topic + "/" + groupName(core.NormalizeGroup(ref.Group))
 	if err != nil {
 		return err
 	}
@@ -328,7 +328,7 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request) (err error) 
 	target, detail := "", ""
 	defer func() { s.audit(r, "queue.purge", target, err, detail) }()
 	ref, err := readQueueRef(w, r, "purge")
-	target = ref.Topic + "/" + core.NormalizeGroup(ref.Group)
+	target = ref.Topic + "/" + groupName(core.NormalizeGroup(ref.Group))
 	if err != nil {
 		return err
 	}
@@ -371,7 +371,7 @@ func (s *Server) adminPublish(w http.ResponseWriter, r *http.Request) (err error
 	if err := readJSON(w, r, &body); err != nil {
 		return err
 	}
-	target = body.Topic + "/" + core.NormalizeGroup(body.Group)
+	target = body.Topic + "/" + groupName(core.NormalizeGroup(body.Group))
 	if err := checkQueueName("publish", body.Topic, body.Group); err != nil {
 		return err
 	}
@@ -407,9 +407,11 @@ type topologyPartition struct {
 	Owner     string `json:"owner"`
 }
 
+// topologyEntry is a queue (Group always present, "" for the default group,
+// as in GET /admin/api/queues) or a stream (no group).
 type topologyEntry struct {
 	Topic      string              `json:"topic"`
-	Group      string              `json:"group,omitempty"`
+	Group      *string             `json:"group,omitempty"`
 	Partitions []topologyPartition `json:"partitions"`
 }
 
@@ -426,7 +428,7 @@ func (s *Server) topology(w http.ResponseWriter, r *http.Request) error {
 	}
 	info := b.NodeInfo()
 	owner := hex.EncodeToString(list.OwnerID[:])
-	entry := func(topic, group string, n uint32) topologyEntry {
+	entry := func(topic string, group *string, n uint32) topologyEntry {
 		e := topologyEntry{Topic: topic, Group: group, Partitions: make([]topologyPartition, 0, n)}
 		for p := range n {
 			e.Partitions = append(e.Partitions, topologyPartition{Partition: p, Owner: owner})
@@ -435,11 +437,12 @@ func (s *Server) topology(w http.ResponseWriter, r *http.Request) error {
 	}
 	queues := make([]topologyEntry, 0, len(list.Queues))
 	for _, q := range list.Queues {
-		queues = append(queues, entry(q.Topic, q.Group, q.Partitions))
+		group := q.Group
+		queues = append(queues, entry(q.Topic, &group, q.Partitions))
 	}
 	streams := make([]topologyEntry, 0, len(list.Streams))
 	for _, st := range list.Streams {
-		streams = append(streams, entry(st.Topic, "", st.Partitions))
+		streams = append(streams, entry(st.Topic, nil, st.Partitions))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"node": map[string]any{"name": info.Name, "advertise_address": fmt.Sprintf("%s:%d", info.AdvertiseHost, info.AdvertisePort),

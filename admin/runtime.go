@@ -195,7 +195,7 @@ func (s *Server) putGlobalDLQ(w http.ResponseWriter, r *http.Request) (err error
 			return problem(http.StatusBadRequest, "bad_json", "target must be {\"topic\":..., \"group\":...} or null: %v", err)
 		}
 		t = &core.DLQTarget{Topic: tj.Topic, Group: tj.Group}
-		target = tj.Topic + "/" + core.NormalizeGroup(tj.Group)
+		target = tj.Topic + "/" + groupName(core.NormalizeGroup(tj.Group))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), runtimeCallTimeout)
 	defer cancel()

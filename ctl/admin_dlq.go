@@ -169,6 +169,7 @@ func adminDLQCmd() *command {
 
 func dlqReplayCmd() *command {
 	var group string
+	var partition uint64
 	var offsets offsetList
 	return &command{
 		name: "replay", summary: "replay dead letters by offset to their source queue",
@@ -176,6 +177,7 @@ func dlqReplayCmd() *command {
 		long: "Offsets are DLQ offsets, from 'admin messages <dlq-topic>'. The API takes 100 per request;\nmore are sent in several requests.",
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&group, "dlq-group", "", "the DLQ's group; empty is the default")
+			fs.Uint64Var(&partition, "partition", 0, "the DLQ's partition the offsets are in")
 			fs.Var(&offsets, "offset", "DLQ offset to replay: N, N,M,.. or N-M (repeatable; required)")
 		},
 		action: func(r *run) error {
@@ -188,8 +190,11 @@ func dlqReplayCmd() *command {
 				var ans struct {
 					Results []replayResult `json:"results"`
 				}
-				_, err := r.doJSON(http.MethodPost, "/admin/api/dlq/replay", nil,
-					map[string]any{"dlq_topic": r.args[0], "dlq_group": group, "offsets": batch}, &ans)
+				body := map[string]any{"dlq_topic": r.args[0], "dlq_group": group, "offsets": batch}
+				if r.isSet("partition") {
+					body["partition"] = partition
+				}
+				_, err := r.doJSON(http.MethodPost, "/admin/api/dlq/replay", nil, body, &ans)
 				if err != nil {
 					if len(all) > 0 {
 						r.env.Stderr.Write([]byte(fmt.Sprintf("replayed the first %d offsets before this error\n", start)))
@@ -219,7 +224,7 @@ func dlqReplayCmd() *command {
 
 func dlqRedriveCmd() *command {
 	var group, sourceTopic, sourceGroup, reason string
-	var fromMs, toMs, limit uint64
+	var fromMs, toMs, limit, partition, fromOffset uint64
 	var dryRun bool
 	return &command{
 		name: "redrive", summary: "replay the dead letters that match a filter (source, reason, time range)",
@@ -228,9 +233,11 @@ func dlqRedriveCmd() *command {
 			fs.StringVar(&group, "dlq-group", "", "the DLQ's group; empty is the default")
 			fs.StringVar(&sourceTopic, "source-topic", "", "only dead letters from this topic")
 			fs.StringVar(&sourceGroup, "source-group", "", "only dead letters from this group")
-			fs.StringVar(&reason, "reason", "", "only dead letters with this reason (e.g. max_retries, ttl, failed)")
+			fs.StringVar(&reason, "reason", "", "only dead letters with this reason: retries_exhausted, terminal_nack, pending_recovery or expired")
 			fs.Uint64Var(&fromMs, "from-ms", 0, "only dead letters dead-lettered at or after this Unix ms")
-			fs.Uint64Var(&toMs, "to-ms", 0, "only dead letters dead-lettered before this Unix ms")
+			fs.Uint64Var(&toMs, "to-ms", 0, "only dead letters dead-lettered at or before this Unix ms (0: no bound)")
+			fs.Uint64Var(&partition, "partition", 0, "start the scan at this DLQ partition (to go on where a redrive stopped)")
+			fs.Uint64Var(&fromOffset, "from-offset", 0, "start the scan at this offset of --partition (to go on where a redrive stopped)")
 			fs.Uint64Var(&limit, "limit", 0, "replay at most this many (the server caps it)")
 			fs.BoolVar(&dryRun, "dry-run", false, "count what matches, replay nothing")
 		},
@@ -241,7 +248,7 @@ func dlqRedriveCmd() *command {
 					body[strings.ReplaceAll(name, "-", "_")] = v
 				}
 			}
-			for name, v := range map[string]uint64{"from-ms": fromMs, "to-ms": toMs, "limit": limit} {
+			for name, v := range map[string]uint64{"from-ms": fromMs, "to-ms": toMs, "limit": limit, "partition": partition, "from-offset": fromOffset} {
 				if r.isSet(name) {
 					body[strings.ReplaceAll(name, "-", "_")] = v
 				}
@@ -253,7 +260,9 @@ func dlqRedriveCmd() *command {
 				Matched        uint64           `json:"matched"`
 				Replayed       uint64           `json:"replayed"`
 				Skipped        uint64           `json:"skipped"`
+				StoppedEarly   bool             `json:"stopped_early"`
 				NextOffsetHint *json.RawMessage `json:"next_offset_hint"`
+				NextPartition  uint32           `json:"next_partition"`
 			}
 			raw, err := r.doJSON(http.MethodPost, "/admin/api/dlq/redrive", nil, body, &ans)
 			if err != nil {
@@ -268,8 +277,12 @@ func dlqRedriveCmd() *command {
 			} else {
 				r.out("matched %d, replayed %d, skipped %d\n", ans.Matched, ans.Replayed, ans.Skipped)
 			}
+			if ans.StoppedEarly {
+				r.out("the redrive ran out of time and stopped early\n")
+			}
+			// next_offset_hint is null once the scan reached the DLQ's end.
 			if ans.NextOffsetHint != nil && string(*ans.NextOffsetHint) != "null" {
-				r.out("more may match: run again (next offset %s)\n", string(*ans.NextOffsetHint))
+				r.out("more may match: run again with --partition %d --from-offset %s\n", ans.NextPartition, string(*ans.NextOffsetHint))
 			}
 			return nil
 		},

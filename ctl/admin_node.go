@@ -279,24 +279,96 @@ func adminAuditCmd() *command {
 	}
 }
 
+// connectionRow is one row of GET /admin/api/connections: a connection
+// (id > 0; session 0 while in its handshake), or a dormant session (id 0,
+// named by session).
+type connectionRow struct {
+	ID            uint64 `json:"id"`
+	Session       uint64 `json:"session"`
+	ClientName    string `json:"client_name"`
+	ClientVersion string `json:"client_version"`
+	Transport     string `json:"transport"`
+	TLS           bool   `json:"tls"`
+	Remote        string `json:"remote"`
+	SinceMs       int64  `json:"since_ms"`
+	Dormant       bool   `json:"dormant"`
+	Authenticated bool   `json:"authenticated"`
+	Subscriptions int    `json:"subscriptions"` // how many the session holds
+}
+
+func listConnections(r *run) error {
+	var ans struct {
+		Connections []connectionRow `json:"connections"`
+	}
+	raw, err := r.getJSON("/admin/api/connections", nil, &ans)
+	if err != nil {
+		return err
+	}
+	if r.g.json.value {
+		r.printJSON(raw)
+		return nil
+	}
+	t := newTable("ID", "SESSION", "CLIENT", "VERSION", "TRANSPORT", "TLS", "REMOTE", "SINCE", "STATE", "SUBSCRIPTIONS")
+	for _, c := range ans.Connections {
+		id, state := strconv.FormatUint(c.ID, 10), "open"
+		switch {
+		case c.Dormant:
+			id, state = "-", "dormant" // no connection: close it by --session
+		case !c.Authenticated:
+			state = "handshake"
+		}
+		t.add(id, c.Session, c.ClientName, c.ClientVersion, c.Transport, c.TLS, c.Remote, msTime(c.SinceMs), state, c.Subscriptions)
+	}
+	t.print(r)
+	if len(ans.Connections) == 0 {
+		r.out("(no connections)\n")
+	}
+	return nil
+}
+
 func adminConnectionsCmd() *command {
 	return &command{
-		name: "connections", summary: "list the open client connections",
+		name: "connections", summary: "list the client connections and dormant sessions, or force-close one",
+		long:   "'admin connections' alone lists them (as 'admin connections list').",
+		action: listConnections,
+		subs: []*command{
+			{name: "list", summary: "list the connections and dormant sessions", action: listConnections},
+			connectionsCloseCmd(),
+		},
+	}
+}
+
+func connectionsCloseCmd() *command {
+	var session uint64
+	return &command{
+		name: "close", summary: "force-close a connection (its session ends: no resume, unsettled deliveries requeue at once)",
+		args: "[<id>]", minArgs: 0, maxArgs: 1,
+		long: "Give the connection's ID from 'admin connections', or --session N for a dormant session (ID -).",
+		flags: func(fs *flag.FlagSet) {
+			fs.Uint64Var(&session, "session", 0, "the session to end (for a dormant session, which has no connection)")
+		},
 		action: func(r *run) error {
-			var ans struct {
-				Connections []struct {
-					ID            json.RawMessage `json:"id"`
-					ClientName    string          `json:"client_name"`
-					ClientVersion string          `json:"client_version"`
-					Transport     string          `json:"transport"`
-					TLS           bool            `json:"tls"`
-					Remote        string          `json:"remote"`
-					SinceMs       int64           `json:"since_ms"`
-					Dormant       bool            `json:"dormant"`
-					Subscriptions any             `json:"subscriptions"`
-				} `json:"connections"`
+			body := map[string]uint64{}
+			switch {
+			case len(r.args) == 1 && r.isSet("session"):
+				return &usageError{cmd: r.cmd, msg: "give a connection id or --session, not both"}
+			case len(r.args) == 1:
+				id, err := strconv.ParseUint(r.args[0], 10, 64)
+				if err != nil || id == 0 {
+					return &usageError{cmd: r.cmd, msg: fmt.Sprintf("%q is not a connection id (a positive number from 'admin connections')", r.args[0])}
+				}
+				body["id"] = id
+			case r.isSet("session") && session > 0:
+				body["session"] = session
+			default:
+				return &usageError{cmd: r.cmd, msg: "give the connection's id, or --session N (a positive session number) for a dormant session"}
 			}
-			raw, err := r.getJSON("/admin/api/connections", nil, &ans)
+			var ans struct {
+				Closed     bool   `json:"closed"`
+				Connection uint64 `json:"connection"`
+				WasDormant bool   `json:"was_dormant"`
+			}
+			raw, err := r.doJSON(http.MethodPost, "/admin/api/connections/close", nil, body, &ans)
 			if err != nil {
 				return err
 			}
@@ -304,15 +376,11 @@ func adminConnectionsCmd() *command {
 				r.printJSON(raw)
 				return nil
 			}
-			t := newTable("ID", "CLIENT", "VERSION", "TRANSPORT", "TLS", "REMOTE", "SINCE", "DORMANT", "SUBSCRIPTIONS")
-			for _, c := range ans.Connections {
-				subs := c.Subscriptions
-				if list, ok := subs.([]any); ok {
-					subs = len(list)
-				}
-				t.add(strings.Trim(string(c.ID), `"`), c.ClientName, c.ClientVersion, c.Transport, c.TLS, c.Remote, msTime(c.SinceMs), c.Dormant, subs)
+			if ans.WasDormant {
+				r.out("ended dormant session %d\n", session)
+			} else {
+				r.out("closed connection %d; its session ended\n", ans.Connection)
 			}
-			t.print(r)
 			return nil
 		},
 	}

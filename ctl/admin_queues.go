@@ -6,8 +6,11 @@ package ctl
 // Invariants:
 //   - A query parameter is sent only when its flag was given, so the server's
 //     defaults and caps apply otherwise (docs/admin.md is their reference).
-//   - The JSON types here follow the contract's shapes; unknown fields in an
-//     answer are ignored (owners may add fields), missing ones read as zero.
+//   - The JSON types here follow the broker's answers (admin/queues.go,
+//     admin/messages.go; e2e/ctl_test.go runs every command against a real
+//     broker); unknown fields are ignored, missing ones read as zero.
+//   - Counts of a queue are the loaded partitions' (an unloaded partition's
+//     are null): the table says how many partitions were counted.
 
 import (
 	"encoding/base64"
@@ -41,24 +44,24 @@ func (d dlqInfo) String() string {
 type partitionInfo struct {
 	Partition  uint32 `json:"partition"`
 	Loaded     bool   `json:"loaded"`
-	Ready      uint64 `json:"ready"`
-	Inflight   uint64 `json:"inflight"`
-	Delayed    uint64 `json:"delayed"`
-	PendingDLQ uint64 `json:"pending_dlq"`
+	Ready      *int64 `json:"ready"` // null while not loaded
+	Inflight   *int64 `json:"inflight"`
+	Delayed    *int64 `json:"delayed"`
+	PendingDLQ *int64 `json:"pending_dlq"`
 }
 
 type queueInfo struct {
 	Topic               string          `json:"topic"`
 	Group               string          `json:"group"`
 	PartitionCount      uint32          `json:"partition_count"`
-	Ready               uint64          `json:"ready"`
-	Inflight            uint64          `json:"inflight"`
-	Delayed             uint64          `json:"delayed"`
-	PendingDLQ          uint64          `json:"pending_dlq"`
-	Consumers           uint64          `json:"consumers"`
+	Ready               int64           `json:"ready"`
+	Inflight            int64           `json:"inflight"`
+	Delayed             int64           `json:"delayed"`
+	PendingDLQ          int64           `json:"pending_dlq"`
+	Consumers           int64           `json:"consumers"`
 	DLQ                 dlqInfo         `json:"dlq"`
-	DefaultMessageTTLMs *uint64         `json:"default_message_ttl_ms"`
-	LoadedPartitions    uint64          `json:"loaded_partitions"`
+	DefaultMessageTTLMs int64           `json:"default_message_ttl_ms"` // 0: no TTL
+	LoadedPartitions    uint32          `json:"loaded_partitions"`
 	Partitions          []partitionInfo `json:"partitions"`
 }
 
@@ -80,13 +83,15 @@ func adminQueuesCmd() *command {
 			sort.Slice(ans.Queues, func(i, j int) bool {
 				return queueName(ans.Queues[i].Topic, ans.Queues[i].Group) < queueName(ans.Queues[j].Topic, ans.Queues[j].Group)
 			})
-			t := newTable("QUEUE", "PARTITIONS", "READY", "INFLIGHT", "DELAYED", "PENDING_DLQ", "CONSUMERS", "DLQ", "MAX_RETRIES", "TTL_MS")
+			// LOADED: the partitions whose counts the totals sum (a listing
+			// loads nothing; an unloaded partition's messages are not counted).
+			t := newTable("QUEUE", "PARTITIONS", "LOADED", "READY", "INFLIGHT", "DELAYED", "PENDING_DLQ", "CONSUMERS", "DLQ", "MAX_RETRIES", "TTL_MS")
 			for _, q := range ans.Queues {
 				ttl := "-"
-				if q.DefaultMessageTTLMs != nil {
-					ttl = strconv.FormatUint(*q.DefaultMessageTTLMs, 10)
+				if q.DefaultMessageTTLMs > 0 {
+					ttl = strconv.FormatInt(q.DefaultMessageTTLMs, 10)
 				}
-				t.add(queueName(q.Topic, q.Group), q.PartitionCount, q.Ready, q.Inflight, q.Delayed, q.PendingDLQ,
+				t.add(queueName(q.Topic, q.Group), q.PartitionCount, q.LoadedPartitions, q.Ready, q.Inflight, q.Delayed, q.PendingDLQ,
 					q.Consumers, q.DLQ.String(), q.DLQ.MaxRetries, ttl)
 			}
 			t.print(r)
@@ -107,6 +112,7 @@ type messageItem struct {
 	PayloadBase64 string            `json:"payload_base64"`
 	DeliveryCount uint64            `json:"delivery_count"`
 	NotBeforeMs   int64             `json:"not_before_ms"`
+	LeaseUntilMs  int64             `json:"lease_deadline_ms"`
 	ExpiresAtMs   int64             `json:"expires_at_ms"`
 }
 
@@ -115,17 +121,17 @@ func adminMessagesCmd() *command {
 	var partition, from, limit, payloadLimit uint64
 	var settled, payload bool
 	return &command{
-		name: "messages", summary: "browse a queue's messages (the API's filters and caps apply)",
+		name: "messages", summary: "browse one partition of a queue's messages (the API's filters and caps apply)",
 		args: "<topic>", minArgs: 1, maxArgs: 1,
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&group, "group", "", "queue group (namespace); empty is the default")
-			fs.Uint64Var(&partition, "partition", 0, "only this partition (all when absent)")
+			fs.Uint64Var(&partition, "partition", 0, "the partition to browse (the broker's default: 0; the answer says how many there are)")
 			fs.Uint64Var(&from, "from", 0, "first offset to show")
 			fs.Uint64Var(&limit, "limit", 0, "most messages to show (the server caps it)")
 			fs.BoolVar(&settled, "include-settled", false, "also show acked and dead-lettered messages")
 			fs.BoolVar(&payload, "include-payload", false, "show payloads (a preview, --payload-limit-bytes each)")
 			fs.Uint64Var(&payloadLimit, "payload-limit-bytes", 0, "bytes of each payload to show with --include-payload")
-			fs.StringVar(&status, "status", "", "only messages in this state (e.g. ready, inflight, delayed)")
+			fs.StringVar(&status, "status", "", "only messages in these states: a comma-separated list of ready, inflight, delayed, pending_dlq (default all four)")
 		},
 		action: func(r *run) error {
 			q := url.Values{"topic": {r.args[0]}}
@@ -149,6 +155,9 @@ func adminMessagesCmd() *command {
 			var ans struct {
 				Items          []messageItem `json:"items"`
 				NextOffsetHint *uint64       `json:"next_offset_hint"`
+				NextOffset     *uint64       `json:"next_offset"`
+				Partition      uint32        `json:"partition"`
+				PartitionCount uint32        `json:"partition_count"`
 			}
 			raw, err := r.getJSON("/admin/api/messages", q, &ans)
 			if err != nil {
@@ -158,14 +167,14 @@ func adminMessagesCmd() *command {
 				r.printJSON(raw)
 				return nil
 			}
-			header := []string{"PARTITION", "OFFSET", "STATE", "DELIVERIES", "BYTES", "NOT_BEFORE", "EXPIRES", "HEADERS"}
+			header := []string{"PARTITION", "OFFSET", "STATE", "DELIVERIES", "BYTES", "NOT_BEFORE", "LEASE_UNTIL", "EXPIRES", "HEADERS"}
 			if payload {
 				header = append(header, "PAYLOAD")
 			}
 			t := newTable(header...)
 			for _, m := range ans.Items {
 				row := []any{m.Partition, m.Offset, m.State, m.DeliveryCount, m.PayloadLen,
-					msTime(m.NotBeforeMs), msTime(m.ExpiresAtMs), headersText(m.Headers)}
+					msTime(m.NotBeforeMs), msTime(m.LeaseUntilMs), msTime(m.ExpiresAtMs), headersText(m.Headers)}
 				if payload {
 					row = append(row, payloadPreview(m.PayloadBase64))
 				}
@@ -175,7 +184,12 @@ func adminMessagesCmd() *command {
 			if len(ans.Items) == 0 {
 				r.out("(no messages)\n")
 			}
-			if ans.NextOffsetHint != nil {
+			if ans.PartitionCount > 1 {
+				r.out("partition %d of partitions 0-%d (--partition)\n", ans.Partition, ans.PartitionCount-1)
+			}
+			// The hint equals next_offset once the page reached the end of
+			// the partition: only a page that stopped short has a next page.
+			if ans.NextOffsetHint != nil && (ans.NextOffset == nil || *ans.NextOffsetHint < *ans.NextOffset) {
 				r.out("next: --from %d\n", *ans.NextOffsetHint)
 			}
 			return nil
@@ -287,7 +301,7 @@ func queueDeleteCmd() *command {
 func queuePurgeCmd() *command {
 	var group string
 	return &command{
-		name: "purge", summary: "drop every ready message of a queue (the queue stays)",
+		name: "purge", summary: "drop every ready and delayed message of a queue (inflight ones still settle; the queue stays)",
 		args: "<topic>", minArgs: 1, maxArgs: 1,
 		flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&group, "group", "", "queue group (namespace); empty is the default")

@@ -3,13 +3,15 @@ package ctl
 // A tiny reader of the few broker config keys fibrilctl needs.
 //
 // The broker's full TOML reader lives in config/; fibrilctl keeps its own so
-// that it depends on nothing the broker may change, and reads only:
+// that it depends on nothing the broker may change, and reads only keys of
+// the broker's own table (config/table.go), so one file serves both
+// `fibril serve --config` (which refuses unknown keys) and fibrilctl:
 //
 //	server.data_dir
-//	broker.listener.bind, broker.listener.advertise
-//	admin.listener.bind, admin.listener.advertise
-//	admin.auth.username, admin.auth.password
-//	tls.enabled, tls.admin_enabled, tls.auto_self_signed
+//	broker.listener.bind, broker.listener.advertise (a host: the port is bind's)
+//	admin.listener.bind
+//	admin.auth.username, admin.auth.password (the admin API's basic auth only)
+//	tls.enabled, tls.admin_enabled
 //
 // Invariants:
 //   - Only those keys are interpreted; any other key is skipped, whatever its
@@ -167,6 +169,18 @@ func bracketDepth(s string) int {
 	return depth
 }
 
+// configKeys are the keys read, each a key of the broker's table
+// (TestConfigKeysAreTheBrokers checks it against config.Table()).
+var configKeys = []string{
+	"server.data_dir",
+	"broker.listener.bind", "broker.listener.advertise",
+	"admin.listener.bind",
+	"admin.auth.username", "admin.auth.password",
+	"tls.enabled", "tls.admin_enabled",
+}
+
+// set reads key's value when it is one of configKeys; any other key is
+// skipped.
 func (cfg *fileConfig) set(key, value string) error {
 	str := func(dst *string) error {
 		s, err := tomlString(value)
@@ -193,16 +207,12 @@ func (cfg *fileConfig) set(key, value string) error {
 		return str(&cfg.brokerAdvertise)
 	case "admin.listener.bind":
 		return str(&cfg.adminBind)
-	case "admin.listener.advertise":
-		return str(&cfg.adminAdvertise)
 	case "admin.auth.username":
 		return str(&cfg.adminUsername)
 	case "admin.auth.password":
 		return str(&cfg.adminPassword)
 	case "tls.enabled":
 		return boolean(&cfg.tlsEnabled)
-	case "tls.auto_self_signed":
-		return boolean(&cfg.tlsAutoSelfSigned)
 	case "tls.admin_enabled":
 		var b bool
 		if err := boolean(&b); err != nil {

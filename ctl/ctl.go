@@ -240,11 +240,16 @@ func dispatch(root *command, g *globals, args []string, env Env) error {
 		if err := fs.Parse(args); err != nil {
 			return &usageError{cmd: c, msg: err.Error()}
 		}
-		args = fs.Args()
 		if *help {
 			c.printUsage(env.Stdout, g)
 			return errHelp
 		}
+		if len(fs.Args()) == 0 && c.action != nil {
+			// A group with an action of its own ('admin connections'
+			// lists): run it, parsing the same flags again below.
+			break
+		}
+		args = fs.Args()
 		if len(args) == 0 {
 			return &usageError{cmd: c, msg: "missing command"}
 		}

@@ -8,12 +8,15 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"flag"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fibril-go/fibril/config"
 )
 
 func TestHelpOnEveryCommand(t *testing.T) {
@@ -41,6 +44,7 @@ func TestUsageErrors(t *testing.T) {
 		{nil, "missing command"},
 		{[]string{"nope"}, `unknown command "nope"`},
 		{[]string{"admin", "queuse"}, `did you mean "queues"?`},
+		{[]string{"admin", "connections", "clsoe"}, `did you mean "close"?`},
 		{[]string{"admin"}, "missing command"},
 		{[]string{"admin", "queues", "--bogus"}, "flag provided but not defined: -bogus"},
 		{[]string{"queue", "publish"}, "missing argument: want <topic>"},
@@ -78,10 +82,13 @@ func TestParseInterleaved(t *testing.T) {
 	}
 }
 
+// brokerConfig is a broker's whole config file (the broker's own loader
+// accepts it: TestConfigFileIsTheBrokers): fibrilctl reads a few keys and
+// skips the rest.
 const brokerConfig = `
 # a broker's whole config file: fibrilctl reads a few keys and skips the rest
 [server]
-data_dir = "/var/lib/fibril" # where the logs live
+data_dir = "DATADIR" # where the logs live
 
 [broker.listener]
 bind = "0.0.0.0:7000"
@@ -100,14 +107,47 @@ seed_users = [
 
 [tls]
 enabled = true
-auto_self_signed = true
-notes = """
-bind = "1.2.3.4:1"
-"""
+
+[log]
+level = """
+debug"""
 `
 
+func brokerConfigIn(t *testing.T) (text, dataDir string) {
+	t.Helper()
+	dataDir = t.TempDir()
+	return strings.Replace(brokerConfig, "DATADIR", dataDir, 1), dataDir
+}
+
+// Every key fibrilctl reads is a key of the broker's table: a file that
+// sets it also starts the broker (which refuses unknown keys).
+func TestConfigKeysAreTheBrokers(t *testing.T) {
+	known := map[string]bool{}
+	for _, k := range config.Table() {
+		known[k.Name] = true
+	}
+	for _, key := range configKeys {
+		if !known[key] {
+			t.Errorf("fibrilctl reads %s, which the broker's config table does not have (fibril serve refuses it)", key)
+		}
+	}
+}
+
+// The file of TestConfigFile is one the broker loads.
+func TestConfigFileIsTheBrokers(t *testing.T) {
+	text, _ := brokerConfigIn(t)
+	path := filepath.Join(t.TempDir(), "fibril.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(config.Table(), config.Inputs{Args: []string{"--config", path}, Output: io.Discard}); err != nil {
+		t.Fatalf("the broker refuses the test's config file: %v", err)
+	}
+}
+
 func TestConfigFile(t *testing.T) {
-	cfg, err := parseConfig(brokerConfig)
+	text, dataDir := brokerConfigIn(t)
+	cfg, err := parseConfig(text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +160,19 @@ func TestConfigFile(t *testing.T) {
 	if cfg.adminUsername != "ops" || cfg.adminPassword != `p#ss "quoted"` {
 		t.Errorf("credentials %q/%q", cfg.adminUsername, cfg.adminPassword)
 	}
-	if got := cfg.caFile(); got != "/var/lib/fibril/tls/ca.pem" {
-		t.Errorf("ca file %q", got)
+	// The CA is trusted once the broker wrote it (its first start).
+	if got := cfg.caFile(); got != "" {
+		t.Errorf("ca file %q before the broker made one", got)
+	}
+	caFile := filepath.Join(dataDir, "tls", "ca.pem")
+	if err := os.MkdirAll(filepath.Dir(caFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(caFile, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.caFile(); got != caFile {
+		t.Errorf("ca file %q, want %q", got, caFile)
 	}
 	if _, err := parseConfig("[tls]\nenabled = \"yes\"\n"); err == nil || !strings.Contains(err.Error(), "line 2: tls.enabled") {
 		t.Errorf("a bad bool: %v", err)
@@ -129,8 +180,18 @@ func TestConfigFile(t *testing.T) {
 	if _, err := parseConfig("[broker.listener]\nbind = 7000\n"); err == nil || !strings.Contains(err.Error(), "broker.listener.bind") {
 		t.Errorf("an unquoted address: %v", err)
 	}
-	if cfg, err := parseConfig("[broker.listener]\nbind = \"0.0.0.0:1\"\nadvertise = \"broker.example:2\"\n"); err != nil || cfg.brokerAddr() != "broker.example:2" {
-		t.Errorf("advertise wins: %q, %v", cfg.brokerAddr(), err)
+	// broker.listener.advertise is a host (the broker refuses a port): the
+	// port is bind's, else the default bind's.
+	if cfg, err := parseConfig("[broker.listener]\nbind = \"0.0.0.0:7002\"\nadvertise = \"broker.example\"\n"); err != nil || cfg.brokerAddr() != "broker.example:7002" {
+		t.Errorf("advertise with bind's port: %q, %v", cfg.brokerAddr(), err)
+	}
+	if cfg, err := parseConfig("broker.listener.advertise = \"::1\"\n"); err != nil || cfg.brokerAddr() != "[::1]:9876" {
+		t.Errorf("advertise with the default port: %q, %v", cfg.brokerAddr(), err)
+	}
+	// Keys the broker does not have are not read (the broker would refuse
+	// the file anyway).
+	if cfg, err := parseConfig("[admin.listener]\nbind = \"127.0.0.1:1\"\nadvertise = \"admin.example:2\"\n"); err != nil || cfg.adminURL() != "http://127.0.0.1:1" {
+		t.Errorf("admin.listener.advertise read: %q, %v", cfg.adminURL(), err)
 	}
 }
 
@@ -158,16 +219,20 @@ func TestGlobalsPrecedence(t *testing.T) {
 		t.Errorf("defaults: %q %q %q", g.username.value, g.broker.value, g.admin.value)
 	}
 	g = resolve(nil, map[string]string{envConfig: path})
-	if g.username.value != "fileuser" || g.password.value != "filepw" || g.broker.value != "127.0.0.1:7000" {
-		t.Errorf("file via $FIBRIL_CONFIG: %q %q %q", g.username.value, g.password.value, g.broker.value)
+	if g.adminUsername != "fileuser" || g.adminPassword != "filepw" || g.broker.value != "127.0.0.1:7000" {
+		t.Errorf("file via $FIBRIL_CONFIG: %q %q %q", g.adminUsername, g.adminPassword, g.broker.value)
+	}
+	// The file's admin.auth.* are the admin listener's, not a wire user's.
+	if g.username.value != usernameDefault || g.password.value != passwordDefault {
+		t.Errorf("the wire user from admin.auth.*: %q %q", g.username.value, g.password.value)
 	}
 	g = resolve([]string{"--config", path}, map[string]string{envUsername: "envuser"})
-	if g.username.value != "envuser" || g.password.value != "filepw" {
-		t.Errorf("env over file: %q %q", g.username.value, g.password.value)
+	if g.adminUsername != "envuser" || g.adminPassword != "filepw" || g.username.value != "envuser" {
+		t.Errorf("env over file: %q %q %q", g.adminUsername, g.adminPassword, g.username.value)
 	}
 	g = resolve([]string{"--config", path, "--username", "flaguser", "--broker", "h:1"}, map[string]string{envUsername: "envuser"})
-	if g.username.value != "flaguser" || g.broker.value != "h:1" {
-		t.Errorf("flag over env and file: %q %q", g.username.value, g.broker.value)
+	if g.username.value != "flaguser" || g.adminUsername != "flaguser" || g.broker.value != "h:1" {
+		t.Errorf("flag over env and file: %q %q %q", g.username.value, g.adminUsername, g.broker.value)
 	}
 	code, _, stderr := runCtl(t, []string{"admin", "queues", "--config", filepath.Join(t.TempDir(), "missing.toml")}, "", nil)
 	if code != exitUsage || !strings.Contains(stderr, "config file") {

@@ -5,6 +5,10 @@ package ctl
 // Invariants:
 //   - Precedence per value: flag > environment > config file > default. A
 //     flag counts as given only when it appears on the command line.
+//   - The config file's admin.auth.username/password are the admin API's
+//     credentials only; the wire protocol's user comes from the flags, the
+//     environment or the default (the broker's admin credentials are not a
+//     wire user).
 //   - The config file is read only for the handful of keys below (the same
 //     names the broker reads, SPEC 14); every other key is skipped, so a
 //     broker's whole config file can be pointed at.
@@ -15,6 +19,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -81,6 +86,10 @@ type globals struct {
 
 	// Resolved by resolve.
 	timeout time.Duration
+	// adminUsername and adminPassword are the admin API's basic auth: the
+	// flags or variables, else the config file's admin.auth.*, else the
+	// defaults. The wire protocol uses username and password.
+	adminUsername, adminPassword string
 	// dataDir is server.data_dir from the config file ("" if absent): the
 	// default of --data-dir for cert and secret.
 	dataDir string
@@ -129,8 +138,15 @@ func (g *globals) resolve(env Env) error {
 	}
 	pick(&g.broker, "", file.brokerAddr(), brokerAddrDefault)
 	pick(&g.admin, "", file.adminURL(), adminURLDefault)
-	pick(&g.username, envUsername, file.adminUsername, usernameDefault)
-	pick(&g.password, envPassword, file.adminPassword, passwordDefault)
+	// The file's admin.auth.* are the admin listener's credentials, not a
+	// wire user's: they go to the admin API only. A flag or variable names
+	// the user for both.
+	adminUser, adminPassword := g.username, g.password
+	pick(&adminUser, envUsername, file.adminUsername, usernameDefault)
+	pick(&adminPassword, envPassword, file.adminPassword, passwordDefault)
+	g.adminUsername, g.adminPassword = adminUser.value, adminPassword.value
+	pick(&g.username, envUsername, "", usernameDefault)
+	pick(&g.password, envPassword, "", passwordDefault)
 	if !g.tls.set && file.tlsEnabled {
 		g.tls.value = true
 	}
@@ -159,15 +175,18 @@ func (g *globals) resolve(env Env) error {
 
 // fileConfig is the part of a broker config file fibrilctl uses.
 type fileConfig struct {
-	brokerBind, brokerAdvertise string
-	adminBind, adminAdvertise   string
-	adminUsername               string
-	adminPassword               string
-	tlsEnabled                  bool
-	tlsAdminEnabled             *bool
-	tlsAutoSelfSigned           bool
-	dataDir                     string
+	brokerBind      string
+	brokerAdvertise string // a host without a port (the broker refuses one)
+	adminBind       string
+	adminUsername   string
+	adminPassword   string
+	tlsEnabled      bool
+	tlsAdminEnabled *bool
+	dataDir         string
 }
+
+// brokerBindDefault is broker.listener.bind's default in the broker's table.
+const brokerBindDefault = brokerAddrDefault
 
 // dialable turns a bind address into one to dial: an unspecified host
 // (0.0.0.0, ::, empty) becomes loopback.
@@ -182,9 +201,18 @@ func dialable(addr string) string {
 	return net.JoinHostPort(host, port)
 }
 
+// brokerAddr is where to dial: the advertised host (broker.listener.advertise
+// is a host only, as the broker's table checks) on the bind address's port,
+// else the bind address made dialable.
 func (f fileConfig) brokerAddr() string {
 	if f.brokerAdvertise != "" {
-		return dialable(f.brokerAdvertise)
+		bind := f.brokerBind
+		if bind == "" {
+			bind = brokerBindDefault
+		}
+		if _, port, err := net.SplitHostPort(bind); err == nil {
+			return net.JoinHostPort(f.brokerAdvertise, port)
+		}
 	}
 	if f.brokerBind != "" {
 		return dialable(f.brokerBind)
@@ -193,10 +221,7 @@ func (f fileConfig) brokerAddr() string {
 }
 
 func (f fileConfig) adminURL() string {
-	addr := f.adminAdvertise
-	if addr == "" {
-		addr = f.adminBind
-	}
+	addr := f.adminBind
 	if addr == "" {
 		return ""
 	}
@@ -208,16 +233,24 @@ func (f fileConfig) adminURL() string {
 	return scheme + "://" + dialable(addr)
 }
 
-// caFile is the generated CA of an auto_self_signed broker.
+// caFile is the CA of a tls.enabled broker: the broker always keeps its
+// material in <data_dir>/tls (generated on first start, or 'cert
+// generate'), so the CA there is trusted when this machine can read it (a
+// file for a broker elsewhere may name a data dir that is not here: then
+// the local trust file or --ca-file / --pin-sha256 decide).
 func (f fileConfig) caFile() string {
-	if !f.tlsEnabled || !f.tlsAutoSelfSigned {
+	if !f.tlsEnabled {
 		return ""
 	}
 	dir := f.dataDir
 	if dir == "" {
 		dir = dataDirDefault
 	}
-	return filepath.Join(dir, "tls", "ca.pem")
+	path := filepath.Join(dir, "tls", "ca.pem")
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	return path
 }
 
 // dataDirFor returns the --data-dir a local command uses: the flag, else the

@@ -3,8 +3,8 @@ package ctl
 // The admin HTTP API client.
 //
 // Invariants:
-//   - Every request carries basic auth with --username/--password (the
-//     broker ignores it while admin.auth is off) and a JSON body only when
+//   - Every request carries basic auth with --username/--password, else the
+//     config file's admin.auth.* (the broker ignores it while admin.auth is off) and a JSON body only when
 //     there is one.
 //   - An answer body is read up to answerBytesMax; a larger one is an error,
 //     never a hang or an unbounded buffer.
@@ -138,7 +138,7 @@ func (r *run) call(ctx context.Context, method, path string, query url.Values, b
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	req.SetBasicAuth(r.g.username.value, r.g.password.value)
+	req.SetBasicAuth(r.g.adminUsername, r.g.adminPassword)
 	resp, err := hc.Do(req)
 	if err != nil {
 		var re *redirectError

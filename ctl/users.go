@@ -10,7 +10,8 @@ package ctl
 //   - add refuses an existing user (exit 4) and passwd a missing one (exit 3):
 //     the API's POST does both (add or change), so the command checks the list
 //     first to say which was meant. The check and the write are two requests;
-//     a concurrent change in between is the API's to settle.
+//     the answer's created says what the POST did, so a concurrent add (or
+//     removal) in between is reported with the same exit code.
 
 import (
 	"bufio"
@@ -118,6 +119,14 @@ func userSetCmd(name, summary string, mustExist bool) *command {
 				map[string]string{"name": user, "password": pw}, &ans)
 			if err != nil {
 				return err
+			}
+			// The POST adds or changes: created tells which it did, so a
+			// change between the check and the write is reported.
+			if ans.Created == mustExist {
+				if mustExist {
+					return fail(exitNotFound, "user %q was removed meanwhile; it was added again with the new password", user)
+				}
+				return fail(exitConflict, "user %q was added by someone else meanwhile; its password is now the one given here", user)
 			}
 			if r.g.json.value {
 				r.printJSON(raw)
