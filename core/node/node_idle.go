@@ -170,6 +170,13 @@ func (n *Node) sweepIdle(cfg IdleCleanupConfig) {
 func (n *Node) nodeIdleRefusal(id core.QueueID, pe *partitionEntry) string {
 	key := queueKey{Topic: id.Topic, Group: id.Group}
 	switch {
+	case n.state.queues[key] == nil || n.qops.deletions[key] != nil:
+		// A delete is asking the partitions for their inflight counts, or
+		// its removal record is on its way: queueRemoved stops and forgets
+		// the partition, which must then still be loaded (an UnloadCheck
+		// out would leave it half-unloaded, and the catalogue entry a
+		// resumed check reads is gone).
+		return "queue being deleted"
 	case len(pe.publishers) > 0:
 		return "publishers or subscribers"
 	case len(pe.held) > 0 || pe.settingsOutstanding(pe.settingsSentSeq):
@@ -200,8 +207,10 @@ func (n *Node) releaseIdlePublishers(id core.QueueID, pe *partitionEntry, timeou
 
 // startUnloadCheck asks the Host; from now on Opens wait.
 func (n *Node) startUnloadCheck(id core.QueueID, pe *partitionEntry, cfg IdleCleanupConfig) {
-	entry := n.state.queues[queueKey{Topic: id.Topic, Group: id.Group}]
+	key := queueKey{Topic: id.Topic, Group: id.Group}
+	entry := n.state.queues[key]
 	assertHold(entry != nil && len(pe.waiters) == 0, "a loaded partition of a declared queue has no waiters")
+	assertHold(n.qops.deletions[key] == nil, "no unload check during a delete (nodeIdleRefusal)")
 	n.idle.seq++
 	n.idle.checksOut++
 	pe.idle, pe.checkSeq, pe.loaded = idleChecking, n.idle.seq, false
