@@ -2,6 +2,8 @@ package node
 
 import (
 	"testing"
+
+	"github.com/fibril-go/fibril/core"
 )
 
 // Regression tests for defects where separately built features of the
@@ -46,5 +48,120 @@ func TestIdleSweepSkipsQueueBeingDeleted(t *testing.T) {
 	}
 	if d.unloads[q] != 0 {
 		t.Fatalf("the deleted partition was unloaded rather than stopped")
+	}
+}
+
+// checkOutWithIdlePartition leaves q loaded, idle and unused, with a
+// sweep's UnloadCheck in the FIFO (not yet delivered). subscribed: a
+// subscription keeps it, so the Host will say no.
+func checkOutWithIdlePartition(t *testing.T, q core.QueueID, subscribed bool) *idleDriver {
+	t.Helper()
+	d := newIdleDriver(t, idleOn())
+	d.open(idlePub, q)
+	d.publish(idlePub, q, "m0")
+	if subscribed {
+		d.request(idlePub, q, &core.Subscribe{SubID: 1, Prefetch: 1})
+	}
+	d.forget(idlePub, q)
+	d.now += 2000
+	d.stepNode(&Tick{NowMs: d.now})
+	if pe := d.node.partitions[q]; pe == nil || pe.idle != idleChecking || len(d.queue) != 1 {
+		t.Fatalf("no check out: %+v, %d envelopes", pe, len(d.queue))
+	}
+	return d
+}
+
+// putLease makes lease the live delivery.inflight_ttl_ms (recorded and
+// durable in this step; its answer is held until the partitions apply it).
+func putLease(d *idleDriver, lease int64) {
+	d.stepNode(&Deliver{NowMs: d.now, Envelope: Envelope{From: AdminAddr(9), To: NodeAddr(),
+		Msg: &PutRuntimeSettings{ExpectedVersion: d.node.state.runtimeVersion, Patch: RuntimePatch{LeaseMs: &lease}}}})
+}
+
+// A runtime change made live while an UnloadCheck is out skipped the
+// partition (it counted as not loaded); when the Host then says no, the
+// partition must get the values and the operator's answer leave.
+func TestRuntimeChangeDuringRefusedUnloadCheckReachesPartition(t *testing.T) {
+	q := qid("orders", 0)
+	d := checkOutWithIdlePartition(t, q, true)
+	putLease(d, 4321)
+	if len(d.node.rt.held) != 1 {
+		t.Fatalf("the answer is not held while the check is out (%d)", len(d.node.rt.held))
+	}
+	d.run()
+	pe := d.node.partitions[q]
+	if pe == nil || !pe.loaded || pe.lastCleanup != "skipped: subscribers" {
+		t.Fatalf("the Host did not refuse: %+v", pe)
+	}
+	if len(d.node.rt.held) != 0 {
+		t.Fatalf("the operator's answer is held forever")
+	}
+	if pe.runtime != d.node.liveStamp() || d.hosts[q].p.Config().LeaseMs != 4321 {
+		t.Fatalf("the partition serves the old values: stamp %+v (live %+v), lease %d", pe.runtime, d.node.liveStamp(), d.hosts[q].p.Config().LeaseMs)
+	}
+}
+
+// The same for the global dead-letter target.
+func TestGlobalDLQChangeDuringRefusedUnloadCheckReachesPartition(t *testing.T) {
+	q := qid("orders", 0)
+	d := checkOutWithIdlePartition(t, q, true)
+	d.stepNode(&Deliver{NowMs: d.now, Envelope: Envelope{From: AdminAddr(9), To: NodeAddr(),
+		Msg: &PutGlobalDLQ{ExpectedVersion: d.node.state.globalDLQVersion, Target: &core.DLQTarget{Topic: "dead"}}}})
+	d.run()
+	got := 0
+	for _, m := range d.take(0) {
+		if s, ok := m.(*GlobalDLQState); ok && s.Err == nil {
+			got++
+		}
+	}
+	if got != 1 {
+		t.Fatalf("PUT global-dlq answered %d times (held %d)", got, len(d.node.rt.held))
+	}
+	if tg := d.hosts[q].p.GlobalDLQ(); tg == nil || tg.Topic != "dead" {
+		t.Fatalf("the partition holds global target %+v", tg)
+	}
+}
+
+// An Open during the check cancels the unload (the Host had said yes):
+// the resumed partition gets the values made live meanwhile, and the Open
+// is answered once they are in force.
+func TestRuntimeChangeDuringCancelledUnloadCheckReachesPartition(t *testing.T) {
+	q := qid("orders", 0)
+	d := checkOutWithIdlePartition(t, q, false)
+	putLease(d, 4321)
+	d.tokens++
+	d.queue = append(d.queue, Envelope{From: SessionAddr(idlePub), To: NodeAddr(), Msg: &Open{Token: d.tokens, Topic: q.Topic, Partition: q.Partition}})
+	d.run()
+	opened := 0
+	for _, m := range d.take(idlePub) {
+		if o, ok := m.(*Opened); ok && o.Err == nil {
+			opened++
+		}
+	}
+	pe := d.node.partitions[q]
+	if opened != 1 || d.unloads[q] != 0 || pe == nil || pe.lastCleanup != "skipped: cancelled: used during the check" {
+		t.Fatalf("opened %d, unloads %d, entry %+v", opened, d.unloads[q], pe)
+	}
+	if len(d.node.rt.held) != 0 || pe.runtime != d.node.liveStamp() || d.hosts[q].p.Config().LeaseMs != 4321 {
+		t.Fatalf("held %d, stamp %+v (live %+v), lease %d", len(d.node.rt.held), pe.runtime, d.node.liveStamp(), d.hosts[q].p.Config().LeaseMs)
+	}
+}
+
+// When the unload goes ahead the held answer leaves with the partition,
+// and the next load starts with the live values.
+func TestRuntimeChangeDuringAcceptedUnloadCheckReloadsWithLiveValues(t *testing.T) {
+	q := qid("orders", 0)
+	d := checkOutWithIdlePartition(t, q, false)
+	putLease(d, 4321)
+	d.run()
+	if d.unloads[q] != 1 || d.node.partitions[q] != nil {
+		t.Fatalf("not unloaded: %d", d.unloads[q])
+	}
+	if len(d.node.rt.held) != 0 {
+		t.Fatalf("the answer is held after the partition left")
+	}
+	d.open(idlePub, q)
+	if pe := d.node.partitions[q]; pe == nil || pe.runtime != d.node.liveStamp() || d.hosts[q].p.Config().LeaseMs != 4321 {
+		t.Fatalf("reloaded with the old values: %+v, lease %d", pe, d.hosts[q].p.Config().LeaseMs)
 	}
 }

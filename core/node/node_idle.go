@@ -255,15 +255,23 @@ func (n *Node) onUnloadAnswer(from Address, msg *UnloadAnswer) {
 }
 
 // resumeAfterCheck makes the partition loaded again and answers what
-// waited, as onLoadDone does.
+// waited, as onLoadDone does: while the check was out the partition
+// counted as not loaded, so a declare or a runtime change made live
+// meanwhile (pushPartitionRuntime skips partitions not loaded) was not
+// sent to it. It gets both now, and whoever waited is answered once they
+// apply; a held runtime answer waits for the same acknowledgement.
 func (n *Node) resumeAfterCheck(id core.QueueID, pe *partitionEntry) {
 	entry := n.state.queues[queueKey{Topic: id.Topic, Group: id.Group}]
 	assertHold(entry != nil, "a checked partition's queue is in the catalogue")
+	assertHold(len(pe.held) == 0, "no opener is held across a check (nodeIdleRefusal)")
 	pe.loaded = true
 	waiters := pe.waiters
 	pe.waiters = nil
-	if !catalogSettingsEqual(pe.sent, entry.settings) {
-		n.sendSettings(id, pe, entry.settings)
+	runtimeSent := n.runtimeAtLoad(id, pe) // node_runtime.go
+	if runtimeSent || !catalogSettingsEqual(pe.sent, entry.settings) {
+		if !catalogSettingsEqual(pe.sent, entry.settings) {
+			n.sendSettings(id, pe, entry.settings)
+		}
 		pe.held = append(pe.held, waiters...)
 		pe.sent = catalogSettings{}
 		return
