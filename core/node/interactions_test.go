@@ -165,3 +165,47 @@ func TestRuntimeChangeDuringAcceptedUnloadCheckReloadsWithLiveValues(t *testing.
 		t.Fatalf("reloaded with the old values: %+v, lease %d", pe, d.hosts[q].p.Config().LeaseMs)
 	}
 }
+
+// Deleting a queue with a parked partition forgets the parked entry once
+// the removal is durable, and says so in Ready.Quarantine: the damaged log
+// goes with the queue's data, so the entry could never be repaired (404),
+// would keep /readyz at 503 under refuse, and would refuse a fresh queue
+// of the same name.
+func TestDeleteQuarantinedQueueClearsItsEntry(t *testing.T) {
+	cfg := testNodeConfig()
+	cfg.RecoveryOnMismatch = MismatchRefuse
+	h := newNodeHarness(t, cfg)
+	h.declare("jobs", 1)
+	h.declare("other", 1)
+	_, sid, _, _ := h.hello(nil)
+	h.openDamaged(sid, "jobs", 0, damageChecksum)
+	h.openDamaged(sid, "other", 0, damageChecksum)
+	// The removal record's durability is stepped alone, to see its report.
+	h.autoPersist = false
+	e := h.admin(&DeleteQueue{Topic: "jobs"})
+	if len(e.persist) != 1 {
+		t.Fatalf("want the removal record, got %d records", len(e.persist))
+	}
+	h.durable = e.persist[0].Index
+	e, report := h.stepQ(&Persisted{NowMs: h.now, UpToIndex: h.durable})
+	h.autoPersist = true
+	if r := oneAnswer[*QueueDeleteResult](t, e); r.Outcome != DeleteDone {
+		t.Fatalf("delete: %+v", r)
+	}
+	if report == nil || len(report.Entries) != 1 || report.Entries[0].Queue != qid("other", 0) || !report.Refused {
+		t.Fatalf("the report after the delete is %+v, want only other/0", report)
+	}
+	if h.n.quar.entries[qid("jobs", 0)] != nil {
+		t.Fatalf("the deleted queue's partition is still parked")
+	}
+	h.step(&RemoveDone{NowMs: h.now, Topic: "jobs"})
+	// A fresh queue of the name loads and serves.
+	e = h.deliver(SessionAddr(sid), &Open{Token: 21, Topic: "jobs"})
+	if len(e.load) != 1 {
+		t.Fatalf("the fresh queue was not loaded: %+v", e.out)
+	}
+	e = h.step(&LoadDone{NowMs: h.now, Queue: e.load[0].Queue})
+	if opened, _ := envelopesOf[*Opened](e); len(opened) != 1 || opened[0].Err != nil {
+		t.Fatalf("the fresh queue's open: %+v", e.out)
+	}
+}
