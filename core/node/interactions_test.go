@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/fibril-go/fibril/core"
@@ -207,5 +208,49 @@ func TestDeleteQuarantinedQueueClearsItsEntry(t *testing.T) {
 	e = h.step(&LoadDone{NowMs: h.now, Queue: e.load[0].Queue})
 	if opened, _ := envelopesOf[*Opened](e); len(opened) != 1 || opened[0].Err != nil {
 		t.Fatalf("the fresh queue's open: %+v", e.out)
+	}
+}
+
+// Deleting a queue whose partition was evicted with timer work forgets
+// its deadline and its place in the ring of recent evictions: the wakes
+// stay bounded by the catalogue, and a fresh queue of the same name is not
+// loaded at the old queue's deadline.
+func TestDeleteEvictedQueueForgetsItsWake(t *testing.T) {
+	d := newIdleDriver(t, idleOn())
+	const dueInMs = 3_600_000 // past the whole test but its last advance
+	var deadlineMs int64
+	for i := range 20 {
+		q := qid(fmt.Sprintf("t%d", i), 0)
+		d.open(idlePub, q)
+		if i == 0 {
+			deadlineMs = d.now + dueInMs
+		}
+		d.request(idlePub, q, &core.Publish{Confirm: true, NotBeforeMs: d.now + dueInMs, Body: &core.Body{Payload: []byte("later")}})
+		d.forget(idlePub, q)
+		d.advance(3000)
+		if d.unloads[q] != 1 {
+			t.Fatalf("%v not evicted", q)
+		}
+		d.queue = append(d.queue, Envelope{From: AdminAddr(3), To: NodeAddr(), Msg: &DeleteQueue{Topic: q.Topic}})
+		d.run()
+		d.stepNode(&RemoveDone{NowMs: d.now, Topic: q.Topic})
+	}
+	if parts, wakes, recent := d.node.IdleFootprint(); parts != 0 || wakes != 0 || recent != 0 {
+		t.Fatalf("after deleting every queue: partitions %d, wakes %d, recent %d", parts, wakes, recent)
+	}
+	// A fresh t0, declared (not loaded): nothing loads it at t0's old
+	// deadline.
+	q := qid("t0", 0)
+	d.queue = append(d.queue, Envelope{From: AdminAddr(3), To: NodeAddr(), Msg: &DeclareQueue{Token: 1, Topic: q.Topic, PartitionCount: 1}})
+	d.run()
+	if d.node.state.queues[queueKey{Topic: q.Topic}] == nil {
+		t.Fatal("t0 was not declared again")
+	}
+	if deadlineMs <= d.now {
+		t.Fatal("t0's old deadline passed already")
+	}
+	d.advance(deadlineMs - d.now + 2000)
+	if d.loads[q] != 1 {
+		t.Fatalf("the fresh t0 was loaded at the old queue's deadline (loads %d)", d.loads[q])
 	}
 }

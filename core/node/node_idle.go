@@ -333,6 +333,25 @@ func (n *Node) addIdleWake(id core.QueueID, atMs int64) {
 	}
 }
 
+// forgetEvictions drops what the Node keeps of a removed queue's evicted
+// partitions: their deadlines and their places in the ring of recent
+// evictions. Kept, the wakes would grow past the catalogue with every
+// delete of an evicted queue, and a fresh queue of the same name would be
+// loaded at the old queue's deadline and shown with its idle time.
+func (n *Node) forgetEvictions(key queueKey, partitions uint32) {
+	assertHold(n.state.queues[key] == nil, "evictions are forgotten for removed queues")
+	for p := range partitions {
+		id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: p}
+		// A stale earlier wakeAtMs costs one scan in reloadDue.
+		delete(n.idle.wakes, id)
+		if _, ok := n.idle.recent[id]; ok {
+			delete(n.idle.recent, id)
+			n.idle.recentOrder = slices.DeleteFunc(n.idle.recentOrder, func(x core.QueueID) bool { return x == id })
+		}
+	}
+	assertHold(len(n.idle.recent) == len(n.idle.recentOrder), "the eviction ring stays consistent")
+}
+
 // noteLoadRequest: a partition is loaded again (a use, or its timer); its
 // deadline, if any, is the Host's again. It says whether this is a reload
 // of a recent eviction (LoadRequest.Reload).

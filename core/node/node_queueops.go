@@ -221,7 +221,8 @@ func (n *Node) queueRemoved(g *gatedAction) {
 		n.send(PartitionAddr(id), &PartitionDeleted{})
 		delete(n.partitions, id)
 	}
-	n.unparkRemoved(g.key, g.declared.Partitions)
+	n.unparkRemoved(g.key, g.declared.Partitions)   // node_quarantine.go
+	n.forgetEvictions(g.key, g.declared.Partitions) // node_idle.go
 	n.rd.Remove = append(n.rd.Remove, RemoveRequest{Topic: g.key.Topic, Group: g.key.Group})
 	n.send(g.to, &QueueDeleteResult{Outcome: DeleteDone})
 }
