@@ -254,3 +254,111 @@ func TestDeleteEvictedQueueForgetsItsWake(t *testing.T) {
 		t.Fatalf("the fresh t0 was loaded at the old queue's deadline (loads %d)", d.loads[q])
 	}
 }
+
+// operatorCall sends msg to the Node as an operator and returns what the
+// operators received.
+func operatorCall(d *idleDriver, msg Message) []Message {
+	d.queue = append(d.queue, Envelope{From: AdminAddr(5), To: NodeAddr(), Msg: msg})
+	d.run()
+	return d.take(0)
+}
+
+func adminTestBody() *core.Body {
+	return &core.Body{Payload: []byte("t"), Headers: []core.Header{{Key: "fibril.test", Value: "admin"}}}
+}
+
+// An operator's test publish and purge go through the Node, which relays
+// them to the Host: the operator holds no open of the partition (an open
+// granted to an admin address was never forgotten, pinned the partition
+// loaded forever and sent ReleaseIdle to a session 0 that does not exist),
+// so the partition is evicted once idle.
+func TestOperatorPurgeAndPublishDoNotPinPartition(t *testing.T) {
+	q := qid("orders", 0)
+	cleanup := idleOn()
+	cleanup.PublisherIdleTimeoutMs = 500
+	d := newIdleDriver(t, cleanup)
+	d.setCleanup(cleanup)
+	d.open(idlePub, q)
+	d.publish(idlePub, q, "m0")
+	d.forget(idlePub, q)
+	got := operatorCall(d, &AdminPublish{Topic: q.Topic, Body: adminTestBody()})
+	if len(got) != 1 {
+		t.Fatalf("operator publish answered %+v", got)
+	}
+	if p, ok := got[0].(*AdminPublished); !ok || p.Err != nil || p.Queue != q || p.Offset != 1 {
+		t.Fatalf("operator publish answered %+v", got[0])
+	}
+	got = operatorCall(d, &PurgeQueue{Topic: q.Topic})
+	if len(got) != 1 {
+		t.Fatalf("purge answered %+v", got)
+	}
+	if p, ok := got[0].(*Purged); !ok || p.Err != nil || p.Count != 2 {
+		t.Fatalf("purge answered %+v", got[0])
+	}
+	if pe := d.node.partitions[q]; pe == nil || len(pe.publishers) != 0 {
+		t.Fatalf("the operator holds the partition: %+v", pe)
+	}
+	d.advance(60_000)
+	if d.unloads[q] != 1 {
+		t.Fatalf("the operator's use pinned the partition (unloads %d, last cleanup %q)", d.unloads[q], d.node.partitions[q].lastCleanup)
+	}
+	for _, m := range d.take(0) {
+		if _, ok := m.(*ReleaseIdle); ok {
+			t.Fatal("ReleaseIdle sent to an operator")
+		}
+	}
+}
+
+// An operator's request that reaches the Node while an unload check is
+// out waits and cancels the unload, and one that comes while the unload
+// is on its way waits for the reload: it never reaches a Host that agreed
+// to be dropped (the idle driver refuses to unload a Host that did not).
+func TestOperatorRequestDuringUnloadWaitsForTheHost(t *testing.T) {
+	q := qid("orders", 0)
+	d := checkOutWithIdlePartition(t, q, false)
+	got := operatorCall(d, &AdminPublish{Topic: q.Topic, Body: adminTestBody()})
+	if len(got) != 1 {
+		t.Fatalf("operator publish answered %+v", got)
+	}
+	if p, ok := got[0].(*AdminPublished); !ok || p.Err != nil || d.unloads[q] != 0 {
+		t.Fatalf("operator publish answered %+v (unloads %d)", got[0], d.unloads[q])
+	}
+	d.holdUnloads = true
+	d.advance(3000)
+	if len(d.held) != 1 || d.row(q).State != "unloading" {
+		t.Fatalf("no unload on its way (%v)", d.held)
+	}
+	if got := operatorCall(d, &PurgeQueue{Topic: q.Topic}); len(got) != 0 {
+		t.Fatalf("a purge was answered by a partition on its way out: %+v", got)
+	}
+	d.holdUnloads = false
+	d.finishUnloads()
+	got = d.take(0)
+	if len(got) != 1 {
+		t.Fatalf("purge answered %+v", got)
+	}
+	if p, ok := got[0].(*Purged); !ok || p.Err != nil || p.Count != 2 || d.unloads[q] != 1 || d.loads[q] != 2 {
+		t.Fatalf("purge answered %+v (unloads %d, loads %d)", got[0], d.unloads[q], d.loads[q])
+	}
+}
+
+// A purge never creates a queue; an operator's publish does, as a
+// session's would; a partition out of range is refused by the Node.
+func TestOperatorPurgeAndPublishOfUnknownQueues(t *testing.T) {
+	d := newIdleDriver(t, idleOn())
+	got := operatorCall(d, &PurgeQueue{Topic: "nope"})
+	if r, ok := got[0].(*OperatorRefused); len(got) != 1 || !ok || r.Err != core.ErrQueueUnknown {
+		t.Fatalf("purge of an unknown queue answered %+v", got)
+	}
+	if d.node.state.queues[queueKey{Topic: "nope"}] != nil {
+		t.Fatal("a purge created a queue")
+	}
+	got = operatorCall(d, &AdminPublish{Topic: "fresh", Partition: 1, Body: adminTestBody()})
+	if r, ok := got[0].(*OperatorRefused); len(got) != 1 || !ok || r.Err != core.ErrPartitionOutOfRange {
+		t.Fatalf("publish out of range answered %+v", got)
+	}
+	got = operatorCall(d, &AdminPublish{Topic: "fresh", Body: adminTestBody()})
+	if p, ok := got[0].(*AdminPublished); len(got) != 1 || !ok || p.Err != nil || p.Queue != qid("fresh", 0) {
+		t.Fatalf("publish to a new queue answered %+v", got)
+	}
+}
