@@ -61,19 +61,23 @@ func (h *Host) onQueueOp(from Address, msg Message) bool {
 		assertHold(from.Kind == AddrAdmin, "operators ask for observations")
 		h.send(from, &Observation{HostObservation: h.Observe()})
 	case *PurgeQueue:
-		h.onAdminRequest(from, adminOpPurge, &core.Purge{NowMs: h.nowMs})
+		// Relayed by the Node (node_messages.go), which loaded the partition
+		// for it: the operator never sends a Host one directly.
+		assertHold(from == NodeAddr(), "the Node relays purges")
+		h.onAdminRequest(m.ReplyTo, adminOpPurge, &core.Purge{NowMs: h.nowMs})
 	case *AdminPublish:
-		assertHold(m.Body != nil, "an operator's publish carries a body")
-		h.onAdminRequest(from, adminOpPublish, &core.Publish{NowMs: h.nowMs, Confirm: true, Body: m.Body, System: true})
+		assertHold(from == NodeAddr() && m.Body != nil, "the Node relays an operator's publish, with a body")
+		h.onAdminRequest(m.ReplyTo, adminOpPublish, &core.Publish{NowMs: h.nowMs, Confirm: true, Body: m.Body, System: true})
 	default:
 		return false
 	}
 	return true
 }
 
-// onAdminRequest steps an operator's input, its reply routed to from.
+// onAdminRequest steps an operator's input, its reply routed to from (the
+// operator the Node relayed it for).
 func (h *Host) onAdminRequest(from Address, op adminOp, in core.Input) {
-	assertHold(from.Kind == AddrAdmin && from.Request != 0, "operator requests come from an admin address")
+	assertHold(from.Kind == AddrAdmin && from.Request != 0, "operator requests name an admin address")
 	if h.deleted {
 		h.answerAdmin(from.Request, op, &core.Reply{Kind: core.ReplyError, Err: core.ErrPartitionLoadFailed})
 		return

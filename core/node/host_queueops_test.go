@@ -61,7 +61,8 @@ func TestHostPurgeAndAdminPublishAnswerOnceDurable(t *testing.T) {
 	hh.publish(1, 0, "r2")
 	take[*Deliveries](hh)
 	hh.autoPersist = false
-	hh.deliver(AdminAddr(3), &AdminPublish{Body: &core.Body{Payload: []byte("t"), Headers: []core.Header{{Key: "fibril.test", Value: "admin"}}}})
+	// Relayed by the Node, as every operator purge and publish is.
+	hh.deliver(NodeAddr(), &AdminPublish{ReplyTo: AdminAddr(3), Body: &core.Body{Payload: []byte("t"), Headers: []core.Header{{Key: "fibril.test", Value: "admin"}}}})
 	if got, _ := take[*AdminPublished](hh); len(got) != 0 {
 		t.Fatalf("answered before durable: %+v", got)
 	}
@@ -70,7 +71,7 @@ func TestHostPurgeAndAdminPublishAnswerOnceDurable(t *testing.T) {
 	if len(pub) != 1 || pub[0].Err != nil || pub[0].Offset != 3 || to[0] != AdminAddr(3) {
 		t.Fatalf("admin publish: %+v to %v", pub, to)
 	}
-	hh.deliver(AdminAddr(4), &PurgeQueue{})
+	hh.deliver(NodeAddr(), &PurgeQueue{ReplyTo: AdminAddr(4)})
 	hh.persist()
 	purged, to := take[*Purged](hh)
 	if len(purged) != 1 || purged[0].Count != 3 || to[0] != AdminAddr(4) {

@@ -8,8 +8,10 @@ import (
 // request exchanges with the Node and the Hosts, and the Node's removal
 // effect. Invariants:
 //   - every request below is answered exactly once, to its From (an
-//     AdminAddr); a request for a machine that does not exist bounces to
-//     the driver, which answers its caller (ErrNoSuchMachine);
+//     AdminAddr; ReplyTo for the ones the Node relays); a request for a
+//     machine that does not exist bounces to the driver, which answers its
+//     caller (ErrNoSuchMachine), and a relayed one bounces to the Node,
+//     which refuses it (OperatorRefused);
 //   - the decisions (may this queue be deleted, what a purge removes, where
 //     an operator's publish goes) are made by the machine addressed; the
 //     driver only carries the request and reads the answer;
@@ -45,15 +47,6 @@ type StreamInfo struct {
 	Topic    string
 	Settings core.StreamSettings
 	Loaded   []bool
-}
-
-// AdminOpen asks the Node to make a queue partition usable for an
-// operator's publish, as a session's Open does (the queue is created
-// implicitly with one partition when it was never declared). Answered with
-// Opened (Token 0): its Queue is the partition to send AdminPublish to.
-type AdminOpen struct {
-	Topic, Group string
-	Partition    uint32
 }
 
 // DeleteQueue asks the Node to delete a queue: refused while any loaded
@@ -100,11 +93,22 @@ type InflightCount struct {
 // every later request; the driver then stops it and deletes its data.
 type PartitionDeleted struct{}
 
-// ---- Admin -> Host
+// ---- Admin -> Node -> Host
 
-// PurgeQueue asks a Host to purge its partition (core.Purge: ready and
-// delayed messages go, inflight stay). Answered with Purged once durable.
-type PurgeQueue struct{}
+// PurgeQueue asks for one partition of a queue to be purged (core.Purge:
+// ready and delayed messages go, inflight stay). An operator sends it to
+// the Node, which loads the partition and relays it to the Host with
+// ReplyTo set, as it relays the messages family's requests
+// (node_messages.go): the operator never holds an open of the partition,
+// so idle eviction is not pinned by it, and nothing of the operator's can
+// reach a Host that agreed to be unloaded. Answered with Purged by the Host
+// once durable, or OperatorRefused by the Node (an unknown queue,
+// ErrQueueUnknown; a partition out of range; a failed load).
+type PurgeQueue struct {
+	Topic, Group string
+	Partition    uint32
+	ReplyTo      Address // set by the Node
+}
 
 // Purged answers PurgeQueue.
 type Purged struct {
@@ -112,11 +116,19 @@ type Purged struct {
 	Err   *core.Error
 }
 
-// AdminPublish asks a Host to publish Body as the operator's test message
-// (confirmed: answered once durable, through the partition's own publish
-// path). It is a system publish: the broker adds its own fibril.test
-// header, which a client may not set.
-type AdminPublish struct{ Body *core.Body }
+// AdminPublish asks for Body to be published to a queue partition as the
+// operator's test message (confirmed: answered once durable, through the
+// partition's own publish path). It is a system publish: the broker adds
+// its own fibril.test header, which a client may not set. Sent to the
+// Node and relayed as PurgeQueue is, except that an unknown queue is
+// created implicitly (one partition), as a session's publish would.
+// Answered with AdminPublished by the Host, or OperatorRefused by the Node.
+type AdminPublish struct {
+	Topic, Group string
+	Partition    uint32
+	Body         *core.Body
+	ReplyTo      Address // set by the Node
+}
 
 // ObserveQuery asks a Host for its HostObservation now (a listing that
 // found no stored observation of a loaded partition); answered with
@@ -135,7 +147,6 @@ type AdminPublished struct {
 
 func (*ListQueues) message()        {}
 func (*QueueList) message()         {}
-func (*AdminOpen) message()         {}
 func (*DeleteQueue) message()       {}
 func (*QueueDeleteResult) message() {}
 func (*InflightQuery) message()     {}

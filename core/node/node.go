@@ -442,13 +442,13 @@ func (n *Node) onDeliver(in *Deliver) {
 	case *CohortLeave:
 		n.onCohortLeave(from, msg)
 	case *BrowseMessages, *ReadDeadLetters, *ScanDeadLetters, *OperatorPublish, *CompleteMessage,
-		*SetQueueDLQ, *QueueSettingsOf:
+		*SetQueueDLQ, *QueueSettingsOf, *PurgeQueue:
 		n.onOperatorRequest(from, msg) // node_messages.go
 	// Operator queue operations (node_queueops.go).
 	case *ListQueues:
 		n.onListQueues(from)
-	case *AdminOpen:
-		n.onAdminOpen(from, msg)
+	case *AdminPublish:
+		n.onAdminPublish(from, msg)
 	case *DeleteQueue:
 		n.onDeleteQueue(from, msg)
 	case *InflightCount:
@@ -485,7 +485,8 @@ func (n *Node) onBounced(in *Bounced) {
 		n.send(PartitionAddr(msg.Source), &DeadLetterFailed{Offset: msg.Offset, Err: core.ErrPartitionLoadFailed})
 	case *DeclareSettings:
 		n.onSettingsBounced(in.Envelope.To.Queue, msg)
-	case *BrowseMessages, *ReadDeadLetters, *ScanDeadLetters, *OperatorPublish, *CompleteMessage:
+	case *BrowseMessages, *ReadDeadLetters, *ScanDeadLetters, *OperatorPublish, *CompleteMessage,
+		*PurgeQueue, *AdminPublish:
 		// The partition went away between its load and the relay: the
 		// operator is told, and may ask again (which loads it).
 		n.refuseOperator(msg, core.ErrPartitionLoadFailed)

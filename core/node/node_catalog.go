@@ -214,6 +214,9 @@ func (n *Node) openerReady(id core.QueueID, partitions uint32, o opener) {
 		// stored in the target and counted out of forwardsWaiting.
 		kind := n.kindOf(id)
 		if kind == KindQueue {
+			// Only a session forgets what it was granted (Forget, relayed as
+			// PublisherGone): an operator's requests are relayed instead.
+			assertHold(o.session.Kind == AddrSession, "opens are granted to sessions only")
 			n.grantOpen(id, o.session.Session) // node_idle.go: a publisher
 		}
 		n.send(o.session, &Opened{Token: o.token, Queue: id, Partitions: partitions, Kind: kind})

@@ -170,6 +170,13 @@ func (n *Node) sweepIdle(cfg IdleCleanupConfig) {
 func (n *Node) nodeIdleRefusal(id core.QueueID, pe *partitionEntry) string {
 	key := queueKey{Topic: id.Topic, Group: id.Group}
 	switch {
+	case n.state.queues[key] == nil || n.qops.deletions[key] != nil:
+		// A delete is asking the partitions for their inflight counts, or
+		// its removal record is on its way: queueRemoved stops and forgets
+		// the partition, which must then still be loaded (an UnloadCheck
+		// out would leave it half-unloaded, and the catalogue entry a
+		// resumed check reads is gone).
+		return "queue being deleted"
 	case len(pe.publishers) > 0:
 		return "publishers or subscribers"
 	case len(pe.held) > 0 || pe.settingsOutstanding(pe.settingsSentSeq):
@@ -200,8 +207,10 @@ func (n *Node) releaseIdlePublishers(id core.QueueID, pe *partitionEntry, timeou
 
 // startUnloadCheck asks the Host; from now on Opens wait.
 func (n *Node) startUnloadCheck(id core.QueueID, pe *partitionEntry, cfg IdleCleanupConfig) {
-	entry := n.state.queues[queueKey{Topic: id.Topic, Group: id.Group}]
+	key := queueKey{Topic: id.Topic, Group: id.Group}
+	entry := n.state.queues[key]
 	assertHold(entry != nil && len(pe.waiters) == 0, "a loaded partition of a declared queue has no waiters")
+	assertHold(n.qops.deletions[key] == nil, "no unload check during a delete (nodeIdleRefusal)")
 	n.idle.seq++
 	n.idle.checksOut++
 	pe.idle, pe.checkSeq, pe.loaded = idleChecking, n.idle.seq, false
@@ -246,15 +255,23 @@ func (n *Node) onUnloadAnswer(from Address, msg *UnloadAnswer) {
 }
 
 // resumeAfterCheck makes the partition loaded again and answers what
-// waited, as onLoadDone does.
+// waited, as onLoadDone does: while the check was out the partition
+// counted as not loaded, so a declare or a runtime change made live
+// meanwhile (pushPartitionRuntime skips partitions not loaded) was not
+// sent to it. It gets both now, and whoever waited is answered once they
+// apply; a held runtime answer waits for the same acknowledgement.
 func (n *Node) resumeAfterCheck(id core.QueueID, pe *partitionEntry) {
 	entry := n.state.queues[queueKey{Topic: id.Topic, Group: id.Group}]
 	assertHold(entry != nil, "a checked partition's queue is in the catalogue")
+	assertHold(len(pe.held) == 0, "no opener is held across a check (nodeIdleRefusal)")
 	pe.loaded = true
 	waiters := pe.waiters
 	pe.waiters = nil
-	if !catalogSettingsEqual(pe.sent, entry.settings) {
-		n.sendSettings(id, pe, entry.settings)
+	runtimeSent := n.runtimeAtLoad(id, pe) // node_runtime.go
+	if runtimeSent || !catalogSettingsEqual(pe.sent, entry.settings) {
+		if !catalogSettingsEqual(pe.sent, entry.settings) {
+			n.sendSettings(id, pe, entry.settings)
+		}
 		pe.held = append(pe.held, waiters...)
 		pe.sent = catalogSettings{}
 		return
@@ -314,6 +331,25 @@ func (n *Node) addIdleWake(id core.QueueID, atMs int64) {
 	if n.idle.wakeAtMs == 0 || atMs < n.idle.wakeAtMs {
 		n.idle.wakeAtMs = atMs
 	}
+}
+
+// forgetEvictions drops what the Node keeps of a removed queue's evicted
+// partitions: their deadlines and their places in the ring of recent
+// evictions. Kept, the wakes would grow past the catalogue with every
+// delete of an evicted queue, and a fresh queue of the same name would be
+// loaded at the old queue's deadline and shown with its idle time.
+func (n *Node) forgetEvictions(key queueKey, partitions uint32) {
+	assertHold(n.state.queues[key] == nil, "evictions are forgotten for removed queues")
+	for p := range partitions {
+		id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: p}
+		// A stale earlier wakeAtMs costs one scan in reloadDue.
+		delete(n.idle.wakes, id)
+		if _, ok := n.idle.recent[id]; ok {
+			delete(n.idle.recent, id)
+			n.idle.recentOrder = slices.DeleteFunc(n.idle.recentOrder, func(x core.QueueID) bool { return x == id })
+		}
+	}
+	assertHold(len(n.idle.recent) == len(n.idle.recentOrder), "the eviction ring stays consistent")
 }
 
 // noteLoadRequest: a partition is loaded again (a use, or its timer); its

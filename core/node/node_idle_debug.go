@@ -112,8 +112,15 @@ func (n *Node) checkIdle() error {
 		return fmt.Errorf("eviction ring %d/%d over %d", len(n.idle.recent), len(n.idle.recentOrder), idleRecentMax)
 	}
 	for id := range n.idle.wakes {
-		if n.idle.wakeAtMs == 0 || n.idle.wakes[id] < n.idle.wakeAtMs {
+		key := queueKey{Topic: id.Topic, Group: id.Group}
+		entry := n.state.queues[key]
+		switch {
+		case n.idle.wakeAtMs == 0 || n.idle.wakes[id] < n.idle.wakeAtMs:
 			return fmt.Errorf("deadline of %v at %d before the earliest kept %d", id, n.idle.wakes[id], n.idle.wakeAtMs)
+		case (entry == nil || id.Partition >= entry.partitions) && !n.removedPending(key):
+			// Bounded by the catalogue: a removal forgets its queue's
+			// deadlines (forgetEvictions) before its tombstone goes.
+			return fmt.Errorf("deadline of %v, which is not in the catalogue", id)
 		}
 	}
 	return nil

@@ -74,6 +74,10 @@ func operatorTarget(msg Message) (topic, group string, partition uint32) {
 		return m.Topic, m.Group, 0
 	case *CompleteMessage:
 		return m.Topic, m.Group, m.Partition
+	case *PurgeQueue:
+		return m.Topic, m.Group, m.Partition
+	case *AdminPublish:
+		return m.Topic, m.Group, m.Partition
 	}
 	panic("fibril/core/node invariant violated: not a relayed operator request")
 }
@@ -91,6 +95,10 @@ func setReplyTo(msg Message, to Address) {
 		m.ReplyTo = to
 	case *CompleteMessage:
 		m.ReplyTo = to
+	case *PurgeQueue:
+		m.ReplyTo = to
+	case *AdminPublish:
+		m.ReplyTo = to
 	}
 }
 
@@ -106,6 +114,10 @@ func replyToOf(msg Message) Address {
 	case *OperatorPublish:
 		return m.ReplyTo
 	case *CompleteMessage:
+		return m.ReplyTo
+	case *PurgeQueue:
+		return m.ReplyTo
+	case *AdminPublish:
 		return m.ReplyTo
 	}
 	panic("fibril/core/node invariant violated: not a relayed operator request")

@@ -197,6 +197,30 @@ func (n *Node) finishRepair(in *LoadDone, pe *partitionEntry, q *quarantined) bo
 	return false
 }
 
+// unparkRemoved forgets the parked partitions of a queue whose removal is
+// durable: their damaged logs go with the queue's data, and an entry left
+// behind could never be repaired (the partition is out of the catalogue),
+// would keep /readyz at 503 under refuse, and would refuse a fresh queue
+// of the same name. A repair cannot be running: deleteBlocked refused the
+// delete while its load was out, and the removed queue is not found since.
+func (n *Node) unparkRemoved(key queueKey, partitions uint32) {
+	changed := false
+	for p := range partitions {
+		id := core.QueueID{Topic: key.Topic, Group: key.Group, Partition: p}
+		q := n.quar.entries[id]
+		if q == nil {
+			continue
+		}
+		assertHold(!q.repairing, "no repair of a partition whose queue was removed")
+		assertHold(n.partitions[id] == nil, "a parked partition has no entry")
+		delete(n.quar.entries, id)
+		changed = true
+	}
+	if changed {
+		n.reportQuarantine()
+	}
+}
+
 // partitionExists says whether the catalogue holds the partition (durable
 // or on its way: a repair needs only that it was ever loaded).
 func (n *Node) partitionExists(id core.QueueID, stream bool) bool {
@@ -260,6 +284,10 @@ func (n *Node) checkQuarantine() error {
 			return fmt.Errorf("quarantine: parked %v has a partition entry", id)
 		case q.entry.Queue != id:
 			return fmt.Errorf("quarantine: entry of %v filed under %v", q.entry.Queue, id)
+		case q.entry.Kind == KindQueue && !n.partitionExists(id, false) && !n.removedPending(queueKey{Topic: id.Topic, Group: id.Group}):
+			// Cleared when the removal is durable (unparkRemoved); until
+			// then the tombstone stands.
+			return fmt.Errorf("quarantine: parked %v of a queue that is gone", id)
 		}
 	}
 	for id := range n.quar.truncating {

@@ -7,7 +7,8 @@ import (
 )
 
 // The Node's side of operator queue operations: listing the catalogue, an
-// operator's Open, and deleting a queue. Invariants:
+// operator's test publish (relayed; a purge is relayed by
+// node_messages.go), and deleting a queue. Invariants:
 //   - a delete is decided here, in three steps: ask every loaded partition
 //     how many messages it has inflight (InflightQuery); refuse (in use) if
 //     any has one; otherwise append the removal record and, once it is
@@ -71,12 +72,19 @@ func (n *Node) onListQueues(from Address) {
 	n.send(from, out)
 }
 
-// onAdminOpen opens a queue partition for an operator's publish, as a
-// session's Open (implicit creation included), answered with Opened.
-func (n *Node) onAdminOpen(from Address, msg *AdminOpen) {
-	assertHold(from.Kind == AddrAdmin, "operators open through AdminOpen")
+// onAdminPublish relays an operator's test publish to its partition,
+// loading it and creating the queue implicitly as a session's Open would.
+// It is relayed as the messages family's requests are (node_messages.go),
+// not granted as an Open: an operator's use holds the partition only while
+// the request is on its way and in the Host (whose reply owed keeps it
+// loaded), never after, and it travels behind anything the Node sent the
+// Host before, ahead of any later UnloadCheck.
+func (n *Node) onAdminPublish(from Address, msg *AdminPublish) {
+	assertHold(from.Kind == AddrAdmin, "operators publish through the Node")
+	assertHold(msg.Body != nil, "an operator's publish carries a body")
 	key := queueKey{Topic: msg.Topic, Group: core.NormalizeGroup(msg.Group)}
-	o := opener{partition: msg.Partition, session: from}
+	setReplyTo(msg, from)
+	o := opener{partition: msg.Partition, admin: msg}
 	switch {
 	case validQueueKey(key) != nil:
 		n.failOpener(key, o, core.ErrInvalidName)
@@ -221,6 +229,8 @@ func (n *Node) queueRemoved(g *gatedAction) {
 		n.send(PartitionAddr(id), &PartitionDeleted{})
 		delete(n.partitions, id)
 	}
+	n.unparkRemoved(g.key, g.declared.Partitions)   // node_quarantine.go
+	n.forgetEvictions(g.key, g.declared.Partitions) // node_idle.go
 	n.rd.Remove = append(n.rd.Remove, RemoveRequest{Topic: g.key.Topic, Group: g.key.Group})
 	n.send(g.to, &QueueDeleteResult{Outcome: DeleteDone})
 }

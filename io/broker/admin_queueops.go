@@ -17,9 +17,14 @@ import (
 
 // Operator queue operations for the admin API (issue 12): the driver's
 // part. Invariants:
-//   - every decision is the machines' (node.ListQueues, AdminOpen,
-//     DeleteQueue, PurgeQueue, AdminPublish through Call); this file turns
-//     answers into values and errors, and reads observations;
+//   - every decision is the machines' (node.ListQueues, DeleteQueue,
+//     PurgeQueue, AdminPublish through Call); this file turns answers into
+//     values and errors, and reads observations;
+//   - a purge and a test publish are sent to the Node, which loads the
+//     partition and relays them to its Host (as the messages family's
+//     requests): the driver never calls a queue partition directly for an
+//     operator, so nothing of the operator's can reach a Host the Node is
+//     unloading, and the operator holds no open that would pin it loaded;
 //   - observations cost the publish path nothing while nobody lists: a
 //     runner reads one flag per batch (rateSamples.wanted, set by the first
 //     listing or scrape); from then on it stores the Host's O(1) counts
@@ -350,41 +355,24 @@ func (b *Broker) PurgeQueue(ctx context.Context, topic, group string) (uint64, e
 	}
 	var total uint64
 	for p := range q.Partitions {
-		id, err := b.adminOpen(ctx, q.Topic, q.Group, p)
+		ans, err := b.Call(ctx, node.NodeAddr(), &node.PurgeQueue{Topic: q.Topic, Group: q.Group, Partition: p})
 		if err != nil {
 			return total, err
 		}
-		ans, err := b.Call(ctx, node.PartitionAddr(id), &node.PurgeQueue{})
-		if err != nil {
-			return total, err
-		}
-		res, ok := ans.(*node.Purged)
-		if !ok {
-			return total, fmt.Errorf("broker: a partition answered a purge with %T", ans)
-		}
-		if res.Err != nil {
+		switch res := ans.(type) {
+		case *node.Purged:
+			if res.Err != nil {
+				return total, coreOpErr(res.Err)
+			}
+			total += res.Count
+		case *node.OperatorRefused:
+			// An unknown queue (deleted since the listing) is a 404.
 			return total, coreOpErr(res.Err)
+		default:
+			return total, fmt.Errorf("broker: a purge was answered with %T", ans)
 		}
-		total += res.Count
 	}
 	return total, nil
-}
-
-// adminOpen makes a partition usable (creating the queue implicitly, as a
-// publish would) and returns its id.
-func (b *Broker) adminOpen(ctx context.Context, topic, group string, partition uint32) (core.QueueID, error) {
-	ans, err := b.Call(ctx, node.NodeAddr(), &node.AdminOpen{Topic: topic, Group: group, Partition: partition})
-	if err != nil {
-		return core.QueueID{}, err
-	}
-	o, ok := ans.(*node.Opened)
-	if !ok {
-		return core.QueueID{}, fmt.Errorf("broker: the Node answered an open with %T", ans)
-	}
-	if o.Err != nil {
-		return core.QueueID{}, coreOpErr(o.Err)
-	}
-	return o.Queue, nil
 }
 
 // HeaderTest marks an operator's test publish (POST /admin/api/publish).
@@ -393,24 +381,25 @@ const HeaderTest = "fibril.test"
 // AdminPublish publishes one test message through the partition's publish
 // path, confirmed (durable before the answer), with fibril.test: admin.
 func (b *Broker) AdminPublish(ctx context.Context, topic, group string, partition uint32, payload []byte, ct core.ContentType) (core.QueueID, uint64, error) {
-	id, err := b.adminOpen(ctx, topic, group, partition)
-	if err != nil {
-		return core.QueueID{}, 0, err
-	}
+	id := core.QueueID{Topic: topic, Group: core.NormalizeGroup(group), Partition: partition}
 	body := &core.Body{Payload: payload, ContentType: ct, PublishedMs: b.clock.nowMs(),
 		Headers: []core.Header{{Key: HeaderTest, Value: "admin"}}}
-	ans, err := b.Call(ctx, node.PartitionAddr(id), &node.AdminPublish{Body: body})
+	// The Node creates the queue implicitly, loads the partition and relays.
+	ans, err := b.Call(ctx, node.NodeAddr(), &node.AdminPublish{Topic: topic, Group: group, Partition: partition, Body: body})
 	if err != nil {
 		return id, 0, err
 	}
-	res, ok := ans.(*node.AdminPublished)
-	if !ok {
-		return id, 0, fmt.Errorf("broker: a partition answered a publish with %T", ans)
-	}
-	if res.Err != nil {
+	switch res := ans.(type) {
+	case *node.AdminPublished:
+		if res.Err != nil {
+			return id, 0, coreOpErr(res.Err)
+		}
+		return res.Queue, res.Offset, nil
+	case *node.OperatorRefused:
 		return id, 0, coreOpErr(res.Err)
+	default:
+		return id, 0, fmt.Errorf("broker: an operator's publish was answered with %T", ans)
 	}
-	return res.Queue, res.Offset, nil
 }
 
 // NodeInfo is this broker's identity for a topology.
