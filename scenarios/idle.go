@@ -44,5 +44,5 @@ func IdleEviction() *sim.Scenario {
 // (whose seed-to-scenario mapping the mutant table relies on); ByName
 // finds them too.
 func Extras() []*sim.Scenario {
-	return []*sim.Scenario{IdleEviction()}
+	return []*sim.Scenario{IdleEviction(), RuntimeOps()}
 }

@@ -37,8 +37,3 @@ func RuntimeOps() *sim.Scenario {
 	}
 	return s
 }
-
-// Extra lists the scenarios swept on their own, outside All()'s rotation.
-func Extra() []*sim.Scenario {
-	return []*sim.Scenario{RuntimeOps()}
-}

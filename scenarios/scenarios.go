@@ -48,7 +48,7 @@ func ByName(name string) (*sim.Scenario, bool) {
 // Names lists the scenario names, sorted.
 func Names() []string {
 	var names []string
-	for _, s := range All() {
+	for _, s := range append(All(), Extras()...) {
 		names = append(names, s.Name)
 	}
 	sort.Strings(names)
