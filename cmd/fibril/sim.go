@@ -63,7 +63,7 @@ func runSim(args []string) int {
 		defer pprof.StopCPUProfile()
 	}
 	if *list {
-		for _, s := range scenarios.All() {
+		for _, s := range append(scenarios.All(), scenarios.Extras()...) { // the extras are not in the "all" rotation
 			fmt.Printf("%-14s %s\n", s.Name, s.Description)
 		}
 		return 0
