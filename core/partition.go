@@ -115,6 +115,10 @@ func (p *Partition) Settings() QueueSettings { return p.settings }
 // Stats returns the counters.
 func (p *Partition) Stats() Stats { return p.stats }
 
+// LeaseExpiredCount is Stats().LeaseExpired without copying the whole set
+// (the Host reads it after every step).
+func (p *Partition) LeaseExpiredCount() uint64 { return p.stats.LeaseExpired }
+
 // LastIndex is the index of the last entry appended.
 func (p *Partition) LastIndex() uint64 { return p.lastIndex }
 

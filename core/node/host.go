@@ -265,7 +265,7 @@ func (h *Host) stepCore(in core.Input) {
 	h.rd.Settled = append(h.rd.Settled, rd.Settled...)
 	// Lease expiries are no settlement (the message is ready again): the
 	// partition counts them, the Host reports each step's new ones.
-	if n := h.p.Stats().LeaseExpired; n != h.leaseExpiredSeen {
+	if n := h.p.LeaseExpiredCount(); n != h.leaseExpiredSeen {
 		assertHold(n > h.leaseExpiredSeen, "a partition's lease-expiry count only grows")
 		h.rd.LeaseExpiries += n - h.leaseExpiredSeen
 		h.leaseExpiredSeen = n
