@@ -86,6 +86,13 @@ func (l *powerLoop) consume(ctx context.Context, c *client.Client, clientID uint
 		}
 	}
 	cons := &consumer{subs: subs, recSubs: recSubs, acked: map[topicPartition][]uint64{}}
+	// FIBRIL_E2E_LOAD_SYNC_MS plays a loaded disk from the consumer's
+	// subscriptions to the power loss (not before: recovery, also of a
+	// partition loaded on its first use, fsyncs every file): fsyncs of
+	// hundreds of ms, as measured under a CPU and fsync burner.
+	if ms := envInt("FIBRIL_E2E_LOAD_SYNC_MS", 0); ms > 0 && !drain {
+		l.fs.SetSyncDelay(time.Duration(ms) * time.Millisecond)
+	}
 	var stop <-chan time.Time
 	if !drain {
 		stop = time.After(time.Until(until))

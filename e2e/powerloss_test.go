@@ -524,6 +524,7 @@ func (l *powerLoop) cycle(cycle int) {
 		l.res.unfencedCycles++
 	}
 	l.mu.Unlock()
+	l.fs.SetSyncDelay(powerSyncDelay) // consume may have slowed it (FIBRIL_E2E_LOAD_SYNC_MS)
 	if err != nil {
 		l.stop("cycle %d: power loss: %v", cycle, err)
 	}
