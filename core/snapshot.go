@@ -3,6 +3,8 @@ package core
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/fibril-go/fibril/mutant"
 )
 
 // Snapshots and recovery. Invariants:
@@ -93,6 +95,10 @@ func Recover(cfg Config, snapshot []byte, entries []Entry) (p *Partition, err er
 		}
 		if e.Epoch < p.lastEpoch {
 			return nil, &RecoveryError{Index: e.Index, Err: fmt.Errorf("entry %d epoch %d after %d: %w", e.Index, e.Epoch, p.lastEpoch, ErrEpochWentBack)}
+		}
+		if e.Kind == EntryAck && i >= len(entries)-mutant.RecentAcksDropped && mutant.On(mutant.RecoveryDropsRecentAcks) {
+			p.lastIndex, p.lastEpoch = e.Index, e.Epoch // the mutant loses a recent ack
+			continue
 		}
 		if err := p.applyRecovered(e); err != nil {
 			return nil, err

@@ -5,10 +5,12 @@ import (
 	"context"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fibril-go/fibril/checker"
 	"github.com/fibril-go/fibril/client"
+	"github.com/fibril-go/fibril/transport/wire"
 )
 
 // The power-loss loop's consumers and its judgement. Invariants:
@@ -33,10 +35,17 @@ type delivery struct {
 }
 
 // consumer is one consumer's subscriptions, with the recorder's ids for
-// each partition.
+// each partition, and the messages it acked on each partition (the acks a
+// fence on that partition makes durable).
 type consumer struct {
 	subs    []*client.Subscription
 	recSubs map[*client.Subscription]map[uint32]uint64
+	acked   map[topicPartition][]uint64
+}
+
+type topicPartition struct {
+	topic     string
+	partition uint32
 }
 
 // recordUnread records the deliveries a consumer received but never read:
@@ -76,7 +85,14 @@ func (l *powerLoop) consume(ctx context.Context, c *client.Client, clientID uint
 			recSubs[sub][p] = l.rec.subscribe(clientID, l.rec.part(q.topic, p), powerPrefetch)
 		}
 	}
-	cons := &consumer{subs: subs, recSubs: recSubs}
+	cons := &consumer{subs: subs, recSubs: recSubs, acked: map[topicPartition][]uint64{}}
+	// FIBRIL_E2E_LOAD_SYNC_MS plays a loaded disk from the consumer's
+	// subscriptions to the power loss (not before: recovery, also of a
+	// partition loaded on its first use, fsyncs every file): fsyncs of
+	// hundreds of ms, as measured under a CPU and fsync burner.
+	if ms := envInt("FIBRIL_E2E_LOAD_SYNC_MS", 0); ms > 0 && !drain {
+		l.fs.SetSyncDelay(time.Duration(ms) * time.Millisecond)
+	}
 	var stop <-chan time.Time
 	if !drain {
 		stop = time.After(time.Until(until))
@@ -105,12 +121,12 @@ func (l *powerLoop) consume(ctx context.Context, c *client.Client, clientID uint
 			}
 			return cons // the broker went away
 		}
-		l.handle(ctx, clientID, recSubs[from][d.Partition], d, drain)
+		l.handle(ctx, cons, clientID, recSubs[from][d.Partition], d, drain)
 	}
 }
 
 // handle checks one delivery and settles it.
-func (l *powerLoop) handle(ctx context.Context, clientID uint32, sub uint64, d *client.Delivery, drain bool) {
+func (l *powerLoop) handle(ctx context.Context, cons *consumer, clientID uint32, sub uint64, d *client.Delivery, drain bool) {
 	part := l.rec.part(d.Topic, d.Partition)
 	id, ok := payloadID(d.Payload)
 	l.mu.Lock()
@@ -171,9 +187,96 @@ func (l *powerLoop) handle(ctx context.Context, clientID uint32, sub uint64, d *
 	if action == checker.ActionAck {
 		l.mu.Lock()
 		l.res.acked++
-		l.acks[id] = append(l.acks[id], time.Now().UnixMilli())
 		l.mu.Unlock()
+		tp := topicPartition{d.Topic, d.Partition}
+		cons.acked[tp] = append(cons.acked[tp], id)
 	}
+}
+
+// fence publishes, on the consumer's connection, one confirmed message to
+// each partition the consumer acked on, and returns a channel that yields,
+// once every fence has its answer (or the connection died), the acks each
+// confirmed fence made durable. An ACK has no reply; a publish the client
+// sends after it on the same connection to the same partition is handled
+// after it and goes to the partition's one log after it, and PUBLISH_OK
+// comes after the fsync (PROTOCOL 5.9, 7.2): once that confirm is back,
+// every ack sent before it on that partition is durable. Each fence is
+// keyed to land on exactly its partition (checked against the partition
+// the client chose). Call it after the consumer sent its last settle.
+func (l *powerLoop) fence(ctx context.Context, c *client.Client, clientID uint32, cons *consumer) <-chan fenceResult {
+	tps := make([]topicPartition, 0, len(cons.acked))
+	for tp := range cons.acked {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].topic != tps[j].topic {
+			return tps[i].topic < tps[j].topic
+		}
+		return tps[i].partition < tps[j].partition
+	})
+	done := make(chan fenceResult, 1)
+	// Sent from a goroutine: a send can wait (for the partition count, or
+	// behind a full outbox) until the power loss cancels ctx.
+	go func() {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		res := fenceResult{partitions: len(tps)}
+		for _, tp := range tps {
+			count := uint32(0)
+			for _, q := range powerQueues {
+				if q.topic == tp.topic {
+					count = q.partitions
+				}
+			}
+			l.mu.Lock()
+			l.nextID++
+			id := l.nextID
+			l.mu.Unlock()
+			key := ""
+			for k := 0; ; k++ {
+				key = strconv.FormatUint(id, 10) + "/fence" + strconv.Itoa(k)
+				if wire.PartitionForKey([]byte(key), count) == tp.partition {
+					break
+				}
+			}
+			payload := powerPayload(id, 16+int(id%64))
+			l.mu.Lock()
+			l.payloads[id] = payload
+			l.mu.Unlock()
+			part := l.rec.part(tp.topic, tp.partition)
+			op := l.rec.publishCall(clientID, part, id, 0, 0)
+			conf, err := c.Publisher(tp.topic).PublishWithConfirmation(ctx, client.Raw(payload).PartitionKey(key))
+			if err != nil {
+				continue // not sent: the broker went away; these acks stay unfenced
+			}
+			if conf.Partition() != tp.partition {
+				l.t.Errorf("a fence for %s/%d keyed %q went to partition %d", tp.topic, tp.partition, key, conf.Partition())
+				continue
+			}
+			acked := cons.acked[tp]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				offset, err := conf.Wait(ctx)
+				l.published(clientID, op, part, id, offset, err)
+				if err == nil {
+					mu.Lock()
+					res.confirmed++
+					res.settled = append(res.settled, acked...)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		done <- res
+	}()
+	return done
+}
+
+// fenceResult is what a consumer's fences made durable.
+type fenceResult struct {
+	partitions, confirmed int      // fences sent, and confirmed
+	settled               []uint64 // the acks the confirmed fences made durable
 }
 
 // markBad notes that the power loss ending cycle (1-based) did damage.
@@ -316,20 +419,18 @@ func (l *powerLoop) judgeOne(id uint64) {
 			break
 		}
 	}
-	// An ack sent quietMs before a power loss is durable: nothing after
-	// that power loss may deliver the message again.
-	for _, ackMs := range l.acks[id] {
-		for _, crashMs := range l.crashMs {
-			if ackMs+powerQuietMs > crashMs {
-				continue
-			}
-			for _, d := range ds {
-				if d.atMs > crashMs {
-					l.res.ackedBack++
-					l.res.example("message %d acked %d ms before a power loss came back after it", id, crashMs-ackMs)
-					l.markBad(l.cycleOf(crashMs))
-					return
-				}
+	// An ack that a confirmed fence followed before a power loss is
+	// durable: nothing after that power loss may deliver the message again.
+	// How long before the power loss an ack was sent proves nothing (it
+	// may wait behind a round whose fsync takes hundreds of ms).
+	for _, cycle := range l.fencedAcks[id] {
+		crashMs := l.crashMs[cycle-1]
+		for _, d := range ds {
+			if d.atMs > crashMs {
+				l.res.ackedBack++
+				l.res.example("message %d, acked and fenced by a confirm before power loss %d, came back after it", id, cycle)
+				l.markBad(cycle)
+				return
 			}
 		}
 	}

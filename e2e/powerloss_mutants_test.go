@@ -59,6 +59,30 @@ func TestPowerLossCatchesBrokenStorage(t *testing.T) {
 	}
 }
 
+// TestPowerLossCatchesLostAcks: the loop's fenced-ack judgement is not
+// vacuous. On a broker whose recovery drops the ack entries among the last
+// entries it replays (mutant RecoveryDropsRecentAcks: confirms, offsets and
+// payloads stay right, only recent acks are lost), messages whose acks a
+// confirmed fence made durable come back after a power loss, and both the
+// loop's own count and the checker (through the history builder's fences)
+// must say so. -short skips it.
+func TestPowerLossCatchesLostAcks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a mutant power-loss run takes about half a minute")
+	}
+	requireFUSE(t)
+	bin := mutantBinary(t)
+	seed := uint64(envInt("FIBRIL_E2E_POWERLOSS_SEED", int(time.Now().UnixNano()&0x7fffffffffff)))
+	cfg := powerLossConfig{cycles: envInt("FIBRIL_E2E_MUTANT_CYCLES", 12), seed: seed, bin: bin, mutant: mutant.RecoveryDropsRecentAcks}
+	res := runPowerLoss(t, cfg)
+	t.Logf("mutant %s (seed %d): %s", cfg.mutant, seed, res)
+	if res.ackedBack == 0 || res.checkerViolations == 0 {
+		t.Fatalf("mutant %s: %d fenced acked messages came back and the checker found %d violations over %d cycles (seed %d); both must be above 0: %s",
+			cfg.mutant, res.ackedBack, res.checkerViolations, res.cycles, seed, res)
+	}
+	t.Logf("mutant %s caught at cycle %d: %s", cfg.mutant, res.caughtAtCycle, res.failures())
+}
+
 var (
 	mutantBinOnce sync.Once
 	mutantBin     string

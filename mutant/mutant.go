@@ -108,4 +108,14 @@ const (
 	// owner is handed the partition before the old holder's deliveries are
 	// settled or expired.
 	GateIgnoresRecoveredLeases = "gate-ignores-recovered-leases"
+	// RecoveryDropsRecentAcks (core/snapshot.go Recover): recovery skips
+	// the ack entries among the last RecentAcksDropped entries it replays,
+	// as if the last rounds' acks had never reached the log while the
+	// publishes after them had: a restarted partition redelivers messages
+	// whose acks a later confirm had already made durable.
+	RecoveryDropsRecentAcks = "recovery-drops-recent-acks"
 )
+
+// RecentAcksDropped is how far back from the end of the replayed entries
+// RecoveryDropsRecentAcks drops acks.
+const RecentAcksDropped = 100
