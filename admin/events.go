@@ -249,6 +249,15 @@ func init() {
 			for {
 				select {
 				case b := <-wt.ch:
+					// A stream lives longer than the login it opened with:
+					// a logout or an expired session ends it at the next
+					// tick (basic auth is checked again too, cheaply).
+					if s.surf.opts.Auth.Enabled {
+						if _, ok := s.authenticate(r); !ok {
+							write([]byte("event: unauthorized\ndata: {\"message\":\"the session ended (logout or expiry); log in again\"}\n\n"))
+							return nil
+						}
+					}
 					if !write(b) {
 						return nil
 					}

@@ -541,3 +541,52 @@ func TestEventsWatchersAreBounded(t *testing.T) {
 	}
 	wantJSONError(t, do(t, s.Handler(), http.MethodGet, "/admin/api/events"), http.StatusServiceUnavailable, "too_many_watchers")
 }
+
+// An event stream opened with a login cookie ends at the first tick after
+// the session is logged out (it outlived the logout before).
+func TestEventStreamEndsWithItsSession(t *testing.T) {
+	s, _ := authServer(t)
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	login, err := http.Post(srv.URL+"/login", "application/json", strings.NewReader(`{"username":"ops","password":"s3cret"}`))
+	if err != nil || login.StatusCode != 200 {
+		t.Fatalf("login: %v %v", login, err)
+	}
+	login.Body.Close()
+	var cookie *http.Cookie
+	for _, c := range login.Cookies() {
+		if c.Name == adminSessionCookie {
+			cookie = c
+		}
+	}
+	if cookie == nil {
+		t.Fatal("no session cookie")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/admin/api/events?families=audit", nil)
+	req.AddCookie(cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("events: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if line, _ := r.ReadString('\n'); !strings.HasPrefix(line, ": fibril events") {
+		t.Fatalf("first line %q", line)
+	}
+	s.surf.auth.close(cookie.Value) // the logout
+	s.eventTick()
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal("the stream ended without saying why")
+		}
+		if strings.HasPrefix(line, "event: audit") {
+			t.Fatal("the stream kept going after the logout")
+		}
+		if strings.HasPrefix(line, "event: unauthorized") {
+			return
+		}
+	}
+}
