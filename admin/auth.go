@@ -148,8 +148,15 @@ func (s *Server) withAuth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if wait := s.failures.blocked(peerOf(r), time.Now()); wait > 0 {
+			tooMany(w, wait) // ratelimit.go
+			return
+		}
 		user, ok := s.authenticate(r)
 		if !ok {
+			if _, _, basic := r.BasicAuth(); basic {
+				s.failures.failed(peerOf(r), time.Now())
+			}
 			w.Header().Set("WWW-Authenticate", `Basic realm="fibril admin", charset="UTF-8"`)
 			writeProblem(w, problem(http.StatusUnauthorized, "unauthorized",
 				"admin auth is on: send basic auth (Authorization: Basic) or log in with POST /login"))
@@ -201,11 +208,16 @@ func init() {
 			if !s.surf.opts.Auth.Enabled {
 				return problem(http.StatusConflict, "conflict", "admin auth is off: nothing to log in to (start the broker with --admin-auth)")
 			}
+			if wait := s.failures.blocked(peerOf(r), time.Now()); wait > 0 {
+				tooMany(w, wait) // ratelimit.go
+				return nil
+			}
 			in, err := readLogin(w, r)
 			if err != nil {
 				return err
 			}
 			if !s.checkPassword(in.Username, in.Password) {
+				s.failures.failed(peerOf(r), time.Now())
 				// Not audited: anyone who reaches the listener could flush
 				// the bounded audit ring with failed logins.
 				return problem(http.StatusUnauthorized, "unauthorized", "wrong username or password")

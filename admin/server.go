@@ -55,8 +55,10 @@ type Server struct {
 	logControl atomic.Pointer[logControl]
 	// surf is the admin surface's state (surface.go).
 	surf surface
-	// origin: the browser checks' state (origin.go).
-	origin originGuard
+	// origin: the browser checks' state (origin.go); failures: failed
+	// credentials per peer (ratelimit.go).
+	origin   originGuard
+	failures failureLimiter
 }
 
 // sourceBox lets an interface value live behind an atomic.Pointer.
