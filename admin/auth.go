@@ -20,9 +20,12 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fibril-go/fibril/dashboard"
 )
 
 const (
@@ -129,13 +132,15 @@ func init() {
 	}
 }
 
-// openPath: served without credentials.
+// openPath: served without credentials. The dashboard's static assets
+// are open too (the login page needs its script and styles; they are the
+// same files for everyone and hold no data).
 func openPath(path string) bool {
 	switch path {
 	case "/healthz", "/readyz", "/login", "/logout":
 		return true
 	}
-	return false
+	return strings.HasPrefix(path, "/static/")
 }
 
 // withAuth wraps the mux with the credential check (a no-op when off).
@@ -156,6 +161,10 @@ func (s *Server) withAuth(next http.Handler) http.Handler {
 		if !ok {
 			if _, _, basic := r.BasicAuth(); basic {
 				s.failures.failed(peerOf(r), time.Now())
+			} else if dashboard.WantsHTML(r) {
+				// A person opening a page: to the login page, then back.
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
 			}
 			w.Header().Set("WWW-Authenticate", `Basic realm="fibril admin", charset="UTF-8"`)
 			writeProblem(w, problem(http.StatusUnauthorized, "unauthorized",

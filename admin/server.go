@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fibril-go/fibril/dashboard"
 	"github.com/fibril-go/fibril/io/broker"
 )
 
@@ -120,6 +121,13 @@ func newServerWith(log *slog.Logger, opts *Options) *Server {
 	for _, family := range routeFamilies {
 		family(s, mux)
 	}
+	// The dashboard's pages and assets (package dashboard): files only,
+	// every number and change goes through the API above from the browser.
+	pages, err := dashboard.New(dashboard.Options{AuthEnabled: s.surf.opts.Auth.Enabled, Node: s.surf.opts.Info.Node})
+	if err != nil {
+		panic("admin: the embedded dashboard does not parse: " + err.Error()) // a broken build
+	}
+	pages.Register(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		// The catch-all matches every path, so a known path asked with a
 		// method it does not take lands here too: 405 naming the methods
@@ -128,6 +136,10 @@ func newServerWith(log *slog.Logger, opts *Options) *Server {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
 				fmt.Sprintf("%s %s is not allowed; use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
+			return
+		}
+		if dashboard.WantsHTML(r) {
+			pages.NotFound(w, r) // a person in a browser gets a page, not JSON
 			return
 		}
 		writeError(w, http.StatusNotFound, "not_found",

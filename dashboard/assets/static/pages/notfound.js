@@ -1,0 +1,3 @@
+import { start, setText } from '../dash.js';
+
+start(() => { setText('nf-path', location.pathname); });
