@@ -151,7 +151,7 @@ func (p *dashPage) listen(ev any) {
 		// A navigation cancels the previous page's event stream and
 		// fetches: not a failure of the page.
 		if !e.Canceled && e.BlockedReason == "" {
-			p.problems = append(p.problems, "request failed: "+e.ErrorText)
+			p.problems = append(p.problems, "request failed: 0 "+e.ErrorText) // 0: no status (noErrors(0) allows it)
 			p.statuses = append(p.statuses, 0)
 		}
 	}
@@ -247,10 +247,16 @@ func (p *dashPage) jsClick(sel string) {
 	}
 }
 
-// fill replaces the value of the input sel.
+// fill replaces the value of the input sel and fires its input and change
+// events, as typing would (chromedp's SetValue refuses some input types).
 func (p *dashPage) fill(sel, value string) {
 	p.t.Helper()
-	p.run("fill "+sel, chromedp.SetValue(sel, "", chromedp.ByQuery), chromedp.SendKeys(sel, value, chromedp.ByQuery))
+	var ok bool
+	p.eval(fmt.Sprintf(`(() => { const n = document.querySelector(%q); if (!n) return false; n.focus(); n.value = %q;
+		n.dispatchEvent(new Event('input', {bubbles: true})); n.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`, sel, value), &ok)
+	if !ok {
+		p.t.Fatalf("browser: no %s to fill", sel)
+	}
 }
 
 // acceptConfirm clicks the confirm dialog's confirming button once it is
