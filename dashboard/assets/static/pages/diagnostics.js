@@ -4,7 +4,7 @@
 // commits, idle eviction counters and the Go runtime. Live over the events
 // stream: diagnostics, quarantine, audit; /readyz is polled (it is no
 // API family: it answers text or JSON, 503 included, and needs no auth).
-import { start, live, setText, fmt, el, replace, table, post, q, toast, confirmDialog, errorText, $ } from '../dash.js';
+import { start, live, setText, fmt, el, replace, table, post, q, toast, banner, confirmDialog, errorText, $ } from '../dash.js';
 
 // dur shows a duration given in microseconds (the API's unit for
 // recovery timings).
@@ -166,7 +166,8 @@ function showDiagnostics(d) {
     ['Heap goal', fmt.bytes(rt.heap_goal_bytes)],
     ['GC cycles', fmt.num(rt.gc_cycles)],
   ]);
-  if (d.problems && d.problems.length) toast(d.problems.join('; '), 'error');
+  // A part the broker could not read is named, the rest still shown.
+  banner(d.problems && d.problems.length ? 'Part of the diagnostics could not be read: ' + d.problems.join('; ') : '');
 }
 
 // readyz reads /readyz as a probe would: "ok", degraded JSON, or a 503.
