@@ -57,6 +57,7 @@ type Broker struct {
 	admin     adminCalls   // operator requests in flight (admincall.go)
 	rates     rateSamples  // listing rates (admin_queueops.go)
 	idle      idleCounters // idle eviction counters (host_idle.go)
+	diag      diagState    // recovery observations (diagnostics.go)
 
 	sessMu   sync.RWMutex
 	sessions map[node.SessionID]*actor
@@ -94,6 +95,7 @@ func New(cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	started := time.Now() // the startup recovery's figures (diagnostics.go)
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -105,6 +107,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	rl, rec, err := openRecordLog(filepath.Join(cfg.DataDir, "node"))
+	readNs := time.Since(started).Nanoseconds()
 	if err != nil {
 		return nil, fmt.Errorf("node log: %w", err)
 	}
@@ -121,7 +124,9 @@ func New(cfg Config) (*Broker, error) {
 		rl.Close()
 		return nil, err
 	}
+	replayStarted := time.Now()
 	n, err := node.NewNode(nodeCfg, rec.Snapshot, rec.Records, entropy)
+	replayNs := time.Since(replayStarted).Nanoseconds()
 	if err != nil {
 		rl.Close()
 		return nil, fmt.Errorf("node log: %w (refusing to start rather than forget queues)", err)
@@ -142,6 +147,8 @@ func New(cfg Config) (*Broker, error) {
 		b.Close()
 		return nil, err
 	}
+	b.diag.startup = StartupRecovery{AtMs: started.UnixMilli(), ReadNs: readNs, ReplayNs: replayNs,
+		TotalNs: time.Since(started).Nanoseconds(), SnapshotIndex: rec.SnapshotIndex, SnapshotBytes: len(rec.Snapshot), Records: len(rec.Records)}
 	return b, nil
 }
 

@@ -84,7 +84,9 @@ func (b *Broker) startLoad(req node.LoadRequest) {
 	b.loads.Add(1)
 	go func() {
 		defer b.loads.Done()
+		started := time.Now()
 		out, err := b.load(req)
+		b.observeLoad(req, started, out, err) // diagnostics.go
 		if err != nil {
 			b.log.Error("partition failed to load", "partition", req.Queue.String(), "kind", kindName(req.Kind), "err", err)
 		}

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/core/node"
@@ -26,6 +27,7 @@ import (
 type recoveryOutcome struct {
 	damage *node.LoadDamage
 	cut    *node.LoadCut
+	replay loadReplay // what the log gave back (diagnostics.go)
 }
 
 // openRecovered opens a partition's log and rebuilds its machine, with the
@@ -40,7 +42,9 @@ func (b *Broker) openRecovered(req node.LoadRequest, dir string) (*logstore.Log,
 	if req.Truncate {
 		opts.OnCorruption = logstore.CorruptionTruncate
 	}
+	opened := time.Now()
 	log, rec, err := logstore.Open(dir, opts)
+	out.replay = replayOf(rec, time.Since(opened).Nanoseconds())
 	if err != nil {
 		if d := storageDamage(err); d != nil {
 			out.damage = d
@@ -59,6 +63,7 @@ func (b *Broker) openRecovered(req node.LoadRequest, dir string) (*logstore.Log,
 			return nil, nil, 0, out, fmt.Errorf("%s %s: open log for a cut at %d: %w", kindName(req.Kind), req.Queue, recErr.Index, err)
 		}
 		out.cut = mergeCuts(out.cut, truncationCut(rec))
+		out.replay = replayOf(rec, out.replay.readNs)
 		h, lastIndex, err = b.recoverMachine(req, rec)
 	}
 	if err != nil {
