@@ -49,6 +49,7 @@ func (n *Node) onCohortsRequest(from Address) {
 					mi.Owned = append(mi.Owned, p)
 				}
 			}
+			assertHold(len(mi.Owned) <= len(mi.Subscribed), "a member owns only partitions it subscribes to")
 			info.Members = append(info.Members, mi)
 		}
 		out.Cohorts = append(out.Cohorts, info)
