@@ -461,6 +461,8 @@ func (n *Node) onDeliver(in *Deliver) {
 		n.onPublisherGone(from, msg)
 	case *QueuesDebugRequest:
 		n.onQueuesDebug(from)
+	case *CohortsRequest:
+		n.onCohortsRequest(from) // node_cohort_list.go
 	case *GetRuntimeSettings:
 		n.onGetRuntimeSettings(from) // node_runtime.go
 	case *PutRuntimeSettings:

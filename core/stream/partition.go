@@ -134,6 +134,10 @@ func (p *Partition) HasSubscription(id uint64) bool {
 // SubscriptionIDs lists the open subscriptions, sorted (a copy).
 func (p *Partition) SubscriptionIDs() []uint64 { return append([]uint64(nil), p.subOrder...) }
 
+// SubscriptionCount is how many subscriptions the partition serves (no
+// copy: a driver's per-batch observation reads it).
+func (p *Partition) SubscriptionCount() int { return len(p.subOrder) }
+
 // CheckDeclare says whether a re-declare with settings may be accepted: the
 // same settings are (idempotent), others are refused and never logged.
 func (p *Partition) CheckDeclare(settings core.StreamSettings) *core.Error {

@@ -57,6 +57,9 @@ func (r *hostRunner) observe() {
 	}
 	h, ok := r.h.(*node.Host)
 	if !ok {
+		if sh, ok := r.h.(*node.StreamHost); ok {
+			r.observeStream(sh) // admin_streams.go
+		}
 		return
 	}
 	o := h.Observe()

@@ -67,6 +67,8 @@ type hostRunner struct {
 	// obs: the Host's counts after each batch, for listings and metrics
 	// (admin_queueops.go); written by the runner, read by anyone.
 	obs hostObs
+	// sobs: the same for a stream partition (admin_streams.go).
+	sobs streamObs
 }
 
 // partitionMachine is what a runner steps: node.Host or node.StreamHost.
