@@ -11,13 +11,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 
 	"github.com/fibril-go/fibril/client"
@@ -157,6 +161,37 @@ func clientsFill(p *dashPage, sel, value string) {
 		p.t.Fatalf("no input %s", sel)
 	}
 	p.run("type into "+sel, chromedp.SendKeys(sel, value, chromedp.ByQuery))
+}
+
+// clientsRefuse makes the browser's requests matching the URL patterns
+// answer 503 with the API's error shape (a broker whose listing fails),
+// until the answered stop is called.
+func clientsRefuse(p *dashPage, message string, patterns ...string) (stop func()) {
+	p.t.Helper()
+	body := base64.StdEncoding.EncodeToString([]byte(`{"code":"not_ready","message":"` + message + `"}`))
+	var on atomic.Bool
+	on.Store(true)
+	chromedp.ListenTarget(p.ctx, func(ev any) {
+		e, ok := ev.(*fetch.EventRequestPaused)
+		if !ok || !on.Load() {
+			return
+		}
+		go func() {
+			c := chromedp.FromContext(p.ctx)
+			ctx := cdp.WithExecutor(p.ctx, c.Target)
+			_ = fetch.FulfillRequest(e.RequestID, 503).WithBody(body).
+				WithResponseHeaders([]*fetch.HeaderEntry{{Name: "Content-Type", Value: "application/json"}}).Do(ctx)
+		}()
+	})
+	var rp []*fetch.RequestPattern
+	for _, pat := range patterns {
+		rp = append(rp, &fetch.RequestPattern{URLPattern: pat})
+	}
+	p.run("intercept "+strings.Join(patterns, " "), fetch.Enable().WithPatterns(rp))
+	return func() {
+		on.Store(false)
+		p.run("stop intercepting", fetch.Disable())
+	}
 }
 
 // clientsWantConnections is what the Connections page must show for the
@@ -459,7 +494,18 @@ func TestDashboardConnections(t *testing.T) {
 		t.Fatalf("the close entry links %q", href)
 	}
 
-	p.noErrors(404)
+	// A listing the broker refuses: the page says so with the API's
+	// message (not a blank or a forever "loading"), and recovers once the
+	// broker answers again.
+	stop := clientsRefuse(p, "the broker is recovering its logs", "*/admin/api/connections*", "*/admin/api/events*")
+	p.open("/admin/connections")
+	p.waitJSWithin("the refusal in the banner", 20*time.Second, `!document.getElementById('banner').hidden &&
+		document.getElementById('banner').textContent.includes('/admin/api/connections: not_ready: the broker is recovering its logs')`)
+	stop()
+	p.waitJSWithin("the banner clears", 20*time.Second, `document.getElementById('banner').hidden`)
+	clientsMatchConnections(t, p, a)
+
+	p.noErrors(404, 503)
 	p.measure("connections", "/admin/connections")
 }
 

@@ -3,7 +3,7 @@
 // sessions; they are joined here by session (a dormant session has no
 // connection id, and a connection in its handshake has no session, so the
 // session is the one key both rows carry when there is something to join).
-import { urlState, el } from '../dash.js';
+import { urlState, el, get, banner, errorText } from '../dash.js';
 
 // subsBySession groups subscription rows by session: {count, prefetch,
 // held, subs} each, prefetch and held summed over the session's rows.
@@ -61,4 +61,33 @@ export function plural(n, one, many) {
 // connectionHref links a session's row on the Connections page.
 export function connectionHref(session) {
   return '/admin/connections?session=' + encodeURIComponent(session);
+}
+
+// staleWatch shows the API's own message when a page's live data stops
+// coming: live() polls quietly and the stream's error events carry no
+// family to the page, so a listing the broker refuses would otherwise leave
+// the page on its last (or its loading) state without a word. Every
+// checkMs, if no data came for staleMs, it asks path once itself: an error
+// goes to the banner, an answer goes to onData and clears the banner. It
+// costs nothing while data flows. Answers fresh(): call it on each datum.
+export function staleWatch(path, onData, opts) {
+  const staleMs = (opts && opts.staleMs) || 6000;
+  const checkMs = (opts && opts.checkMs) || 5000;
+  let last = Date.now(), failed = false;
+  setInterval(async () => {
+    if (Date.now() - last < staleMs) return;
+    try {
+      const data = await get(path);
+      last = Date.now();
+      if (failed) { failed = false; banner(''); }
+      onData(data);
+    } catch (err) {
+      failed = true;
+      if (err.status !== 401) banner('The broker did not answer ' + path + ': ' + errorText(err));
+    }
+  }, checkMs);
+  return () => {
+    last = Date.now();
+    if (failed) { failed = false; banner(''); }
+  };
 }

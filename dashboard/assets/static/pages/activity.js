@@ -3,7 +3,7 @@
 // actor and outcome, kept in the URL; each entry links to what it names
 // where a page exists; refused actions stand out (a red row and badge).
 import { start, live, get, el, replace, fmt, table, urlState, queueHref, banner, errorText, q, $ } from '../dash.js';
-import { bindSelect, setOptions, plural } from '../lib/clients.js';
+import { bindSelect, setOptions, staleWatch } from '../lib/clients.js';
 
 // entriesMax is the ring's size (admin/audit.go auditRingSize).
 const entriesMax = 512;
@@ -117,7 +117,9 @@ start(async () => {
   } catch (err) {
     banner('The audit ring did not load: ' + errorText(err));
   }
+  const fresh = staleWatch('/admin/api/audit?limit=50', (data) => { merge(data.entries); loaded = true; draw(); });
   live(['audit'], async (family, data) => {
+    fresh();
     const entries = data.entries || [];
     const known = newestSeq();
     const oldest = entries.length ? Math.min(...entries.map((e) => e.seq)) : 0;

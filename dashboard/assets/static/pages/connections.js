@@ -4,7 +4,7 @@
 // and force-close through POST /admin/api/connections/close. Live over the
 // events stream (families connections and subscriptions, one stream).
 import { start, live, post, el, replace, setText, fmt, table, toast, confirmDialog, errorText, urlState, addCommand, $ } from '../dash.js';
-import { subsBySession, bindSelect, plural } from '../lib/clients.js';
+import { subsBySession, bindSelect, plural, staleWatch } from '../lib/clients.js';
 
 let conns = null; // null until the first answer: "loading", not "nobody"
 let subs = [];
@@ -152,8 +152,9 @@ start(() => {
   view = table($('#cn-list'), columns(currentJoin), tableOpts);
   addCommand({ label: 'Connections: dormant sessions', kind: 'filter', href: '/admin/connections?state=dormant' });
   addCommand({ label: 'Connections: QUIC clients', kind: 'filter', href: '/admin/connections?transport=quic' });
+  const fresh = staleWatch('/admin/api/connections', (data) => { conns = data.connections || []; draw(); });
   feed = live(['connections', 'subscriptions'], (family, data) => {
-    if (family === 'connections') conns = data.connections || [];
+    if (family === 'connections') { conns = data.connections || []; fresh(); }
     else subs = data.subscriptions || [];
     draw();
   });

@@ -4,7 +4,7 @@
 // over one events stream (subscriptions, and connections for the client
 // names).
 import { start, live, el, replace, setText, fmt, table, urlState, queueHref, q, $ } from '../dash.js';
-import { connectionsBySession, bindSelect, connectionHref } from '../lib/clients.js';
+import { connectionsBySession, bindSelect, connectionHref, staleWatch } from '../lib/clients.js';
 
 let subs = null; // null until the first answer
 let byConn = new Map();
@@ -87,8 +87,9 @@ start(() => {
   }
   $('#sb-only-clear').addEventListener('click', () => { urlState.set('session', ''); draw(); $('#sb-filter').focus(); });
   view = table($('#sb-list'), columns, tableOpts);
+  const fresh = staleWatch('/admin/api/subscriptions', (data) => { subs = data.subscriptions || []; draw(); });
   live(['subscriptions', 'connections'], (family, data) => {
-    if (family === 'subscriptions') subs = data.subscriptions || [];
+    if (family === 'subscriptions') { subs = data.subscriptions || []; fresh(); }
     else byConn = connectionsBySession(data.connections || []);
     draw();
   });
