@@ -334,13 +334,22 @@ export function table(container, columns, opts) {
     replace(tbody, ...trs);
   }
 
+  // A redraw while the user is on a row's button would replace it under
+  // the keyboard: it waits until the focus leaves the table.
+  let pending = false;
+  tableNode.addEventListener('focusout', () => {
+    if (pending) setTimeout(() => { if (pending && !busy()) { pending = false; draw(); } }, 0);
+  });
+  function busy() {
+    const a = document.activeElement;
+    return tableNode.contains(a) && a.tagName === 'BUTTON' && !a.classList.contains('sort');
+  }
   draw();
   return {
     update(next) {
       rows = next || [];
-      // Redraw unless the user is inside the table (a focused button would
-      // be replaced under the keyboard): then wait for the next tick.
-      if (tableNode.contains(document.activeElement) && document.activeElement.tagName === 'BUTTON' && !document.activeElement.classList.contains('sort')) return;
+      if (busy()) { pending = true; return; }
+      pending = false;
       draw();
     },
     get rows() { return rows; },
@@ -456,20 +465,39 @@ export function onLive(fn) { liveListeners.push(fn); fn(liveState); }
 // then at every tick of the event stream, or every pollMs from the
 // endpoints when the stream fails. The history family delivers the whole
 // history first and then one {sample} per tick, as the stream does.
+// opts.onError(family, err) hears a family that failed (an ApiError from a
+// poll, or the stream's `event: error` {family, code, message}); without
+// it the failure goes to the page's banner, and the banner clears once
+// that family answers again.
 export function live(families, onEvent, opts) {
   opts = opts || {};
   const pollMs = opts.pollMs || 2000;
   let source = null, pollTimer = null, failures = 0;
+  const failing = new Set();
+
+  function failed(family, err) {
+    if (opts.onError) { opts.onError(family, err); return; }
+    failing.add(family);
+    banner(family + ': ' + errorText(err));
+  }
+  function answered(family) {
+    if (failing.delete(family) && failing.size === 0 && !opts.onError) banner('');
+  }
+  function deliver(family, data, how) {
+    answered(family);
+    onEvent(family, data, how);
+  }
 
   async function pollOnce() {
     let ok = true;
     await Promise.all(families.map(async (f) => {
       try {
         const data = await get(pollPaths[f] || ('/admin/api/' + f));
-        onEvent(f, data, 'poll');
+        deliver(f, data, 'poll');
       } catch (err) {
         ok = false;
         if (err.status === 0) setLive('down');
+        else failed(f, err);
       }
     }));
     return ok;
@@ -490,11 +518,23 @@ export function live(families, onEvent, opts) {
     source.addEventListener('open', () => { failures = 0; setLive('live'); });
     for (const f of families) {
       source.addEventListener(f, (ev) => {
-        try { onEvent(f, JSON.parse(ev.data), 'event'); } catch (e) { console.warn('dashboard: a bad event', f, e); }
+        let data;
+        try { data = JSON.parse(ev.data); } catch (e) { console.warn('dashboard: a bad event', f, e); return; }
+        deliver(f, data, 'event');
       });
     }
     source.addEventListener('dropped', () => { source.close(); startStream(); });
-    source.addEventListener('error', () => {
+    source.addEventListener('error', (ev) => {
+      // The server's `event: error` names a family that failed this tick
+      // (the stream itself is fine); EventSource's own error event, a
+      // broken connection, carries no data.
+      if (ev.data) {
+        try {
+          const e = JSON.parse(ev.data);
+          failed(e.family, new ApiError(503, e.code, e.message));
+        } catch (e) { console.warn('dashboard: a bad error event', e); }
+        return;
+      }
       // EventSource retries by itself; after three failures in a row, poll
       // (the listener may have too many watchers, or a proxy cuts streams).
       failures++;
