@@ -287,7 +287,11 @@ func (p *dashPage) shots(name string) {
 		}
 		time.Sleep(150 * time.Millisecond) // charts redraw on the theme change
 		var png []byte
+		// A sticky header would be drawn where the capture's scroll left
+		// it, mid-page: pinned to the top for the capture only.
+		p.eval(`(() => { const h = document.querySelector('header.top'); if (h) h.style.position = 'static'; return true; })()`, new(bool))
 		p.run("screenshot "+name, chromedp.FullScreenshot(&png, 100))
+		p.eval(`(() => { const h = document.querySelector('header.top'); if (h) h.style.position = ''; return true; })()`, new(bool))
 		file := filepath.Join(dir, name+"-"+theme+".png")
 		if err := os.WriteFile(file, png, 0o644); err != nil {
 			p.t.Fatal(err)
