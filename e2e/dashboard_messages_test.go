@@ -1,0 +1,253 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fibril-go/fibril/client"
+)
+
+// dashBrowse reads a page of GET /admin/api/messages for the test to
+// compare the page against.
+func dashBrowse(t *testing.T, a *adminClient, query string) (page struct {
+	Items []struct {
+		Offset        uint64            `json:"offset"`
+		State         string            `json:"state"`
+		Headers       map[string]string `json:"headers"`
+		PayloadLen    int               `json:"payload_len"`
+		ContentType   string            `json:"content_type"`
+		DeliveryCount int               `json:"delivery_count"`
+	} `json:"items"`
+	NextOffsetHint uint64 `json:"next_offset_hint"`
+	NextOffset     uint64 `json:"next_offset"`
+}) {
+	t.Helper()
+	a.json("GET", "/admin/api/messages?"+query, "", 200, &page)
+	return page
+}
+
+// rowCells answers the text of each cell of the table sel's body rows, by
+// the row's data-key (the offset).
+func rowCells(p *dashPage, sel string) map[string][]string {
+	p.t.Helper()
+	var raw string
+	p.eval(fmt.Sprintf(`JSON.stringify(Object.fromEntries([...document.querySelectorAll(%q)].filter(tr => tr.dataset.key !== undefined)
+		.map(tr => [tr.dataset.key, [...tr.cells].map(td => td.textContent.trim())])))`, sel+" tbody tr"), &raw)
+	out := map[string][]string{}
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		p.t.Fatalf("rows of %s: %v in %s", sel, err, raw)
+	}
+	return out
+}
+
+// setSelect picks value in the select sel as a person would (a change
+// event follows).
+func setSelect(p *dashPage, sel, value string) {
+	p.t.Helper()
+	var ok bool
+	p.eval(fmt.Sprintf(`(() => { const s = document.querySelector(%q); if (!s || ![...s.options].some(o => o.value === %q)) return false;
+		s.value = %q; s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`, sel, value, value), &ok)
+	if !ok {
+		p.t.Fatalf("browser: no option %q in %s", value, sel)
+	}
+}
+
+type dashOrder struct {
+	Order int      `json:"order"`
+	Items []string `json:"items"`
+	Note  string   `json:"note"`
+}
+
+// TestDashboardMessages: the Messages page against a queue with messages
+// in every state (acked, inflight, ready text/JSON/binary/large, delayed):
+// the rows (offset, state, deliveries, size, content type) and the
+// partition's counts are the API's; the state checkboxes filter as the
+// API's status does, settled included; paging follows next_offset_hint;
+// the inspector shows text as text, JSON pretty-printed, binary as a hex
+// dump, a large payload as truncated at the preview size and whole once a
+// bigger preview is chosen; the state lives in the URL (a reload shows the
+// same view); an unknown queue shows the API's 404 message.
+func TestDashboardMessages(t *testing.T) {
+	s, a, p := startDashboard(t, "--lease-ms", "60000")
+	ctx := ctxT(t)
+	c := dial(t, s, client.TransportTCP)
+	if _, err := c.DeclareQueue(ctx, client.NewQueueConfig("shop")); err != nil {
+		t.Fatal(err)
+	}
+	pub := c.Publisher("shop")
+	publishText(t, c, "shop", "acked") // offset 0
+	sub, err := c.SubscribeTopic(ctx, "shop", client.SubscribeOptions{Prefetch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := next(t, sub, 10*time.Second).Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	publishText(t, c, "shop", "held") // offset 1: inflight, the prefetch of 1 taken
+	held := next(t, sub, 10*time.Second)
+	order := dashOrder{Order: 7, Items: []string{"tea", "cup"}, Note: "<b>not markup</b>"}
+	binary := []byte{0x00, 0xff, 0x10, 'A', 'B', 0x7f, 0x80, 0x01}
+	big := strings.Repeat("0123456789", 600) // 6000 bytes, over the 4096 preview
+	for _, m := range []*client.Message{
+		client.Text("hello text").Header("x-kind", "greeting"), // 2
+		client.JSON(order), // 3
+		client.Raw(binary), // 4
+		client.Text(big),   // 5
+	} {
+		if _, err := pub.PublishConfirmed(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pub.PublishDelayedConfirmed(ctx, client.Text("later"), time.Now().Add(time.Hour)); err != nil { // 6
+		t.Fatal(err)
+	}
+
+	p.open("/admin/messages?topic=shop")
+	p.waitText("#live", "live")
+	api := dashBrowse(t, a, "topic=shop")
+	if len(api.Items) != 6 {
+		t.Fatalf("the API shows %d active messages, want 6: %+v", len(api.Items), api.Items)
+	}
+	p.waitJS("the rows", fmt.Sprintf(`document.querySelectorAll('#msg-table tbody tr[data-key]').length === %d`, len(api.Items)))
+	rows := rowCells(p, "#msg-table")
+	for _, it := range api.Items {
+		r := rows[strconv.FormatUint(it.Offset, 10)]
+		want := []string{strconv.FormatUint(it.Offset, 10), it.State, strconv.Itoa(it.DeliveryCount)}
+		if len(r) < 8 || r[0] != want[0] || r[1] != want[1] || r[2] != want[2] || strings.ReplaceAll(r[5], ",", "") != strconv.Itoa(it.PayloadLen) {
+			t.Fatalf("row %d on the page %q, the API has %+v", it.Offset, r, it)
+		}
+		if ct := it.ContentType; ct != "" && r[6] != ct || ct == "" && r[6] != "none" {
+			t.Fatalf("row %d content type %q, the API has %q", it.Offset, r[6], ct)
+		}
+	}
+	if r := rows["1"]; r[1] != "inflight" || !strings.HasPrefix(r[3], "lease until") {
+		t.Fatalf("the inflight row %q", r)
+	}
+	if r := rows["6"]; r[1] != "delayed" || !strings.HasPrefix(r[3], "not before") {
+		t.Fatalf("the delayed row %q", r)
+	}
+	// The partition's counts are the queue listing's.
+	var qs struct {
+		Queues []struct {
+			Topic      string
+			Partitions []struct {
+				Ready, Inflight, Delayed int
+				PendingDLQ               int `json:"pending_dlq"`
+			}
+		}
+	}
+	a.json("GET", "/admin/api/queues", "", 200, &qs)
+	for _, q := range qs.Queues {
+		if q.Topic == "shop" {
+			pc := q.Partitions[0]
+			p.waitText("#msg-c-ready", strconv.Itoa(pc.Ready))
+			p.waitText("#msg-c-inflight", strconv.Itoa(pc.Inflight))
+			p.waitText("#msg-c-delayed", strconv.Itoa(pc.Delayed))
+			if pc.Ready != 4 || pc.Inflight != 1 || pc.Delayed != 1 {
+				t.Fatalf("the listing's counts %+v", pc)
+			}
+		}
+	}
+	p.waitText("#msg-c-next", strconv.FormatUint(api.NextOffset, 10))
+
+	// States, through the checkboxes: ready off leaves inflight and delayed.
+	p.click("#msg-st-ready")
+	p.waitJS("status in the URL", `location.search.includes('status=inflight%2Cdelayed%2Cpending_dlq')`)
+	want := dashBrowse(t, a, "topic=shop&status=inflight,delayed,pending_dlq")
+	p.waitJS("ready rows gone", fmt.Sprintf(`document.querySelectorAll('#msg-table tbody tr[data-key]').length === %d`, len(want.Items)))
+	if got := rowCells(p, "#msg-table"); len(got) != 2 || got["1"] == nil || got["6"] == nil {
+		t.Fatalf("rows with ready off: %v", got)
+	}
+	// Settled alone: the acked offset 0, and nothing else.
+	p.open("/admin/messages?topic=shop&status=settled")
+	p.waitJS("the settled row", `document.querySelectorAll('#msg-table tbody tr[data-key]').length === 1 && !!document.querySelector('#msg-table tr[data-key="0"]')`)
+	if got := rowCells(p, "#msg-table")["0"]; got[1] != "settled" {
+		t.Fatalf("the settled row %q", got)
+	}
+
+	// Paging: two a page, Next goes to the API's next_offset_hint.
+	p.open("/admin/messages?topic=shop&limit=2")
+	first := dashBrowse(t, a, "topic=shop&limit=2")
+	p.waitJS("page one", `document.querySelectorAll('#msg-table tbody tr[data-key]').length === 2`)
+	p.click("#msg-next")
+	p.waitJS("from in the URL", fmt.Sprintf(`location.search.includes('from=%d')`, first.NextOffsetHint))
+	second := dashBrowse(t, a, fmt.Sprintf("topic=shop&limit=2&from=%d", first.NextOffsetHint))
+	p.waitJS("page two", fmt.Sprintf(`!!document.querySelector('#msg-table tr[data-key="%d"]') && document.querySelectorAll('#msg-table tbody tr[data-key]').length === %d`, second.Items[0].Offset, len(second.Items)))
+	p.click("#msg-prev")
+	p.waitJS("back to page one", fmt.Sprintf(`!!document.querySelector('#msg-table tr[data-key="%d"]')`, first.Items[0].Offset))
+
+	// The inspector: text, pretty JSON, hex, truncated.
+	p.open("/admin/messages?topic=shop")
+	p.waitJS("the rows", `document.querySelectorAll('#msg-table tbody tr[data-key]').length === 6`)
+	p.click(`#msg-table tr[data-key="2"] a`)
+	p.waitJS("text view", `(() => { const b = document.getElementById('payload-body'); return !!b && b.dataset.view === 'text' && b.textContent === 'hello text'; })()`)
+	p.waitText("#msg-headers", "x-kind")
+	p.waitText("#msg-headers", "greeting")
+	p.waitJS("offset in the URL", `location.search.includes('offset=2')`)
+
+	p.click(`#msg-table tr[data-key="3"] a`)
+	// JSON.stringify does not escape <, > and & as Go does.
+	var prettyBuf bytes.Buffer
+	enc := json.NewEncoder(&prettyBuf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	enc.Encode(order)
+	pretty := bytes.TrimSuffix(prettyBuf.Bytes(), []byte("\n"))
+	p.waitJS("pretty JSON", fmt.Sprintf(`(() => { const b = document.getElementById('payload-body'); return !!b && b.dataset.view === 'json' && b.textContent === %q; })()`, string(pretty)))
+	var markup int
+	p.eval(`document.querySelectorAll('#payload-body b').length`, &markup)
+	if markup != 0 {
+		t.Fatal("a payload became markup")
+	}
+	p.waitText("#msg-facts", "application/json")
+
+	p.click(`#msg-table tr[data-key="4"] a`)
+	p.waitJS("hex dump", `(() => { const b = document.getElementById('payload-body'); return !!b && b.dataset.view === 'hex' && b.textContent === '00000000  00 ff 10 41 42 7f 80 01                           |...AB...|'; })()`)
+
+	p.click(`#msg-table tr[data-key="5"] a`)
+	p.waitJS("a truncated preview", `!!document.getElementById('payload-truncated') && document.getElementById('payload-body').textContent.length === 4096`)
+	p.waitText("#msg-insp-body", "first 4,096 of 6,000 bytes")
+	// A bigger preview: the whole payload.
+	setSelect(p, "#msg-preview", "65536")
+	p.waitJS("the whole payload", fmt.Sprintf(`!document.getElementById('payload-truncated') && document.getElementById('payload-body').textContent === %q`, big))
+	// The view forced to hex, and a reload keeps the view and the message.
+	setSelect(p, "#msg-view", "hex")
+	p.waitJS("forced hex", `document.getElementById('payload-body').dataset.view === 'hex' && document.getElementById('payload-body').textContent.startsWith('00000000  30 31 32 33')`)
+	p.open("/admin/messages?" + strings.TrimPrefix(pageSearch(p), "?"))
+	p.waitJS("the same view after a reload", `document.getElementById('payload-body') && document.getElementById('payload-body').dataset.view === 'hex' && !document.getElementById('payload-truncated') && document.getElementById('msg-preview').value === '65536'`)
+	p.shots("messages")
+	p.axe()
+	p.keyboardReach()
+
+	// An unknown queue: the API's message, not a blank page.
+	p.open("/admin/messages?topic=no-such-queue")
+	p.waitText("#banner", "not_found")
+	// An over-the-cap page size: the API's 400 message.
+	p.open("/admin/messages?topic=shop")
+	p.waitJS("the rows", `document.querySelectorAll('#msg-table tbody tr[data-key]').length === 6`)
+	p.fill("#msg-limit", "6000")
+	p.click("#msg-show")
+	p.waitText("#banner", "bad_parameter")
+	if err := held.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.noErrors(404, 400)
+	p.measure("messages", "/admin/messages?topic=shop&offset=3")
+}
+
+// pageSearch answers the page's location.search.
+func pageSearch(p *dashPage) string {
+	var s string
+	p.eval(`location.search`, &s)
+	if _, err := url.ParseQuery(strings.TrimPrefix(s, "?")); err != nil {
+		p.t.Fatalf("the page's query %q: %v", s, err)
+	}
+	return s
+}
