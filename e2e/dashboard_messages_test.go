@@ -58,6 +58,19 @@ func setSelect(p *dashPage, sel, value string) {
 	}
 }
 
+// setInput types value into the input sel from the page's script (input
+// and change events follow): chromedp's SetValue loses track of a node on
+// these pages, whose tables are rebuilt under it.
+func setInput(p *dashPage, sel, value string) {
+	p.t.Helper()
+	var ok bool
+	p.eval(fmt.Sprintf(`(() => { const n = document.querySelector(%q); if (!n) return false; n.focus(); n.value = %q;
+		n.dispatchEvent(new Event('input', {bubbles: true})); n.dispatchEvent(new Event('change', {bubbles: true})); return n.value === %q; })()`, sel, value, value), &ok)
+	if !ok {
+		p.t.Fatalf("browser: could not type %q into %s", value, sel)
+	}
+}
+
 type dashOrder struct {
 	Order int      `json:"order"`
 	Items []string `json:"items"`
@@ -250,4 +263,180 @@ func pageSearch(p *dashPage) string {
 		p.t.Fatalf("the page's query %q: %v", s, err)
 	}
 	return s
+}
+
+// TestDashboardDeadLetters: the Dead letters page against a custom DLQ fed
+// by two queues, with copies of both reasons (retries exhausted past
+// max_retries, terminal nacks): the page picks the DLQ target by itself,
+// its rows (source, reason, retries) and per-reason counts are the API's;
+// the source and reason filters narrow the rows; two copies chosen with
+// checkboxes are replayed through the page (per-offset outcomes shown; the
+// messages are delivered again from their source; the DLQ keeps its
+// copies); a redrive by source and reason is previewed with the dry run's
+// count, confirmed, and moves the copies (delivered from the source, the
+// DLQ copies settled); a refused redrive shows the API's message; the
+// inspector shows a copy's payload and stroma.dlq.* headers.
+func TestDashboardDeadLetters(t *testing.T) {
+	s, a, p := startDashboard(t, "--lease-ms", "60000")
+	startedMs := time.Now().UnixMilli()
+	ctx := ctxT(t)
+	c := dial(t, s, client.TransportTCP)
+	for _, topic := range []string{"pay", "ship"} {
+		if _, err := c.DeclareQueue(ctx, client.NewQueueConfig(topic).Dlq(client.DlqCustom("pay-dlq", "")).DlqMaxRetries(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	subs := map[string]*client.Subscription{}
+	for _, topic := range []string{"pay", "ship"} {
+		sub, err := c.SubscribeTopic(ctx, topic, client.SubscribeOptions{Prefetch: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		subs[topic] = sub
+	}
+	// pay-dlq offsets 0, 1: pay, retries exhausted (two failed attempts
+	// with one retry allowed); 2, 3: pay, terminal nacks; 4: ship, terminal.
+	deadLetter := func(topic string, m *client.Message, attempts int) {
+		t.Helper()
+		if _, err := c.Publisher(topic).PublishConfirmed(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < attempts; i++ {
+			d := next(t, subs[topic], 10*time.Second)
+			if attempts == 1 {
+				err := d.Fail(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+			} else if err := d.Retry(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	deadLetter("pay", client.Text("charge 1").Header("x-order", "1"), 2)
+	deadLetter("pay", client.JSON(map[string]int{"charge": 2}), 2)
+	deadLetter("pay", client.Text("refund 3"), 1)
+	deadLetter("pay", client.Raw([]byte{0xde, 0xad, 0xbe, 0xef}), 1)
+	deadLetter("ship", client.Text("parcel 5"), 1)
+	eventually(t, 10_000, 20, func() bool { return len(dashBrowse(t, a, "topic=pay-dlq").Items) == 5 })
+	api := dashBrowse(t, a, "topic=pay-dlq")
+
+	p.open("/admin/dlq")
+	p.waitText("#live", "live")
+	p.waitJS("pay-dlq chosen by itself", `document.getElementById('dlq-queue').value === 'pay-dlq/' && location.search.includes('topic=pay-dlq')`)
+	p.waitText("#dlq-feeds", "pay, ship")
+	p.waitJS("the rows", `document.querySelectorAll('#dlq-table tbody tr[data-key]').length === 5`)
+	rows := rowCells(p, "#dlq-table")
+	reasons := map[string]int{}
+	for _, it := range api.Items {
+		r := rows[strconv.FormatUint(it.Offset, 10)]
+		h := it.Headers
+		reasons[h["stroma.dlq.reason"]]++
+		if len(r) < 9 || r[1] != strconv.FormatUint(it.Offset, 10) || !strings.HasPrefix(r[2], h["stroma.dlq.source_topic"]) ||
+			!strings.Contains(r[2], "#"+h["stroma.dlq.source_partition"]+" @"+h["stroma.dlq.source_offset"]) ||
+			r[3] != h["stroma.dlq.reason"] || r[5] != h["stroma.dlq.retry_count"] || r[6] != strconv.Itoa(it.PayloadLen) {
+			t.Fatalf("row %d on the page %q, the API has %+v", it.Offset, r, it)
+		}
+	}
+	if reasons["retries_exhausted"] != 2 || reasons["terminal_nack"] != 3 {
+		t.Fatalf("the API's reasons %v", reasons)
+	}
+	p.waitText("#dlq-c-total", "5")
+	p.waitText("#dlq-c-retries_exhausted", strconv.Itoa(reasons["retries_exhausted"]))
+	p.waitText("#dlq-c-terminal_nack", strconv.Itoa(reasons["terminal_nack"]))
+
+	// Filters: the source ship, then pay and terminal nacks.
+	setSelect(p, "#dlq-source", "ship/")
+	p.waitJS("ship's row", `document.querySelectorAll('#dlq-table tbody tr[data-key]').length === 1 && !!document.querySelector('#dlq-table tr[data-key="4"]')`)
+	setSelect(p, "#dlq-source", "pay/")
+	setSelect(p, "#dlq-reason", "terminal_nack")
+	p.waitJS("pay's terminal rows", `document.querySelectorAll('#dlq-table tbody tr[data-key]').length === 2 && !!document.querySelector('#dlq-table tr[data-key="2"]') && !!document.querySelector('#dlq-table tr[data-key="3"]')`)
+	p.waitJS("filters in the URL", `location.search.includes('source=pay%2F') && location.search.includes('reason=terminal_nack')`)
+	setSelect(p, "#dlq-source", "")
+	setSelect(p, "#dlq-reason", "")
+	p.waitJS("all rows again", `document.querySelectorAll('#dlq-table tbody tr[data-key]').length === 5`)
+
+	// The inspector: a copy's payload and its stroma.dlq.* headers.
+	p.click(`#dlq-table tr[data-key="0"] a`)
+	p.waitJS("the copy's payload", `document.getElementById('payload-body') && document.getElementById('payload-body').textContent === 'charge 1'`)
+	p.waitText("#dlq-headers", "stroma.dlq.reason")
+	p.waitText("#dlq-headers", "x-order")
+	p.waitText("#dlq-facts", "retries_exhausted")
+
+	// Replay the two retries-exhausted copies, chosen with their checkboxes.
+	p.click(`.dlq-pick[data-offset="0"]`)
+	p.click(`.dlq-pick[data-offset="1"]`)
+	p.waitText("#dlq-selected-count", "2 selected")
+	p.click("#dlq-replay")
+	p.waitText("#confirm-text", "2 copies")
+	p.acceptConfirm()
+	p.waitJS("per-offset outcomes", `document.querySelectorAll('#dlq-replay-table tr[data-outcome="replayed"]').length === 2`)
+	for _, want := range []string{"charge 1", `{"charge":2}`} {
+		d := next(t, subs["pay"], 10*time.Second)
+		if d.Text() != want || d.Headers["stroma.dlq.reason"] != "" {
+			t.Fatalf("replayed delivery %q %v, want %q without stroma.dlq.*", d.Text(), d.Headers, want)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(dashBrowse(t, a, "topic=pay-dlq").Items); n != 5 {
+		t.Fatalf("after a replay the DLQ holds %d copies, want its 5", n)
+	}
+
+	// Redrive by filter: pay's terminal nacks. The preview is the dry run.
+	// A time that is not one: the form says so, nothing is sent.
+	setInput(p, "#rd-from", "yesterday")
+	p.click("#rd-preview")
+	p.waitText("#rd-result", "is not a time")
+	fromMs, toMs := startedMs-60_000, time.Now().UnixMilli()+60_000
+	setInput(p, "#rd-from", strconv.FormatInt(fromMs, 10))
+	setInput(p, "#rd-to", strconv.FormatInt(toMs, 10))
+	setInput(p, "#rd-source-topic", "pay")
+	setSelect(p, "#rd-reason", "terminal_nack")
+	p.click("#rd-preview")
+	var dry struct {
+		Matched int `json:"matched"`
+	}
+	a.json("POST", "/admin/api/dlq/redrive", fmt.Sprintf(`{"dlq_topic":"pay-dlq","source_topic":"pay","reason":"terminal_nack","from_ms":%d,"to_ms":%d,"dry_run":true}`, fromMs, toMs), 200, &dry)
+	if dry.Matched != 2 {
+		t.Fatalf("the dry run matched %d, want 2", dry.Matched)
+	}
+	p.waitText("#rd-preview-count", strconv.Itoa(dry.Matched))
+	if n := len(dashBrowse(t, a, "topic=pay-dlq").Items); n != 5 {
+		t.Fatalf("a preview moved copies: %d left", n)
+	}
+	p.click("#rd-run")
+	p.waitText("#confirm-text", fmt.Sprintf("Move %d copies", dry.Matched))
+	p.acceptConfirm()
+	p.waitJS("the redrive's result", fmt.Sprintf(`(() => { const o = document.getElementById('rd-outcome'); return !!o && o.dataset.replayed === '%d' && o.dataset.matched === '%d'; })()`, dry.Matched, dry.Matched))
+	got := map[string]bool{}
+	for range 2 {
+		d := next(t, subs["pay"], 10*time.Second)
+		got[d.Text()] = true
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !got["refund 3"] || !got[string([]byte{0xde, 0xad, 0xbe, 0xef})] {
+		t.Fatalf("redriven deliveries %v", got)
+	}
+	after := dashBrowse(t, a, "topic=pay-dlq&include_settled=true")
+	for _, it := range after.Items {
+		if (it.Offset == 2 || it.Offset == 3) != (it.State == "settled") {
+			t.Fatalf("after the redrive, DLQ offset %d is %s (want 2 and 3 settled, the rest not)", it.Offset, it.State)
+		}
+	}
+	p.waitJS("the moved copies leave the table", `document.querySelectorAll('#dlq-table tbody tr[data-key]').length === 3 && !document.querySelector('#dlq-table tr[data-key="2"]')`)
+	p.shots("dlq")
+	p.axe()
+	p.keyboardReach()
+
+	// A redrive the API refuses: its message, in the form's status.
+	setInput(p, "#rd-limit", "10001")
+	p.click("#rd-preview")
+	p.waitText("#rd-result", "bad_parameter")
+	p.noErrors(400)
+	p.measure("dlq", "/admin/dlq?topic=pay-dlq")
 }

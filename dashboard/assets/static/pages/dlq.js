@@ -232,11 +232,16 @@ async function replay() {
 
 // ---- Redrive
 
+// localMs reads a time field: Unix ms, or a local date and time
+// ("2026-12-01 17:30[:05]"; a date alone is its midnight). Plain text
+// fields, not datetime-local: those take a Tab per date part.
 function localMs(value) {
+  value = value.trim();
   if (!value) return 0;
-  const ms = new Date(value).getTime();
-  if (Number.isNaN(ms)) throw new Error('"' + value + '" is not a date and time');
-  return ms;
+  if (/^\d{10,}$/.test(value)) return Number(value);
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2}))?)?$/.exec(value);
+  if (!m) throw new Error('"' + value + '" is not a time: write 2026-12-01 17:30 or Unix milliseconds');
+  return new Date(Number(m[1]), Number(m[2]) - 1, Number(m[3]), Number(m[4] || 0), Number(m[5] || 0), Number(m[6] || 0)).getTime();
 }
 
 function redriveBody(dryRun) {
@@ -340,7 +345,7 @@ async function refresh() {
 }
 
 start(async () => {
-  const selectAll = el('label', { class: 'inline', for: 'dlq-all' }, el('input', { type: 'checkbox', id: 'dlq-all', onchange: (ev) => {
+  const selectAll = el('label', { class: 'msg-check', for: 'dlq-all' }, el('input', { type: 'checkbox', id: 'dlq-all', onchange: (ev) => {
     picked = ev.target.checked ? new Set(rows.map((m) => m.offset)) : new Set();
     tbl.update(rows);
     showPicked();

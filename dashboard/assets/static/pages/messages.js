@@ -73,9 +73,16 @@ function showCounts() {
   setText('msg-c-next', current ? fmt.num(current.next_offset) : '–');
 }
 
+// shortTime is a time of today as a clock time, else with its date (the
+// full time is in the cell's title).
+function shortTime(ms) {
+  const d = new Date(ms);
+  return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+}
+
 function dueCell(m) {
-  if (m.state === 'delayed' && m.not_before_ms) return el('span', { title: 'not before ' + new Date(m.not_before_ms).toISOString() }, 'not before ' + fmt.time(m.not_before_ms));
-  if (m.state === 'inflight' && m.lease_deadline_ms) return el('span', { title: 'lease deadline ' + new Date(m.lease_deadline_ms).toISOString() }, 'lease until ' + fmt.time(m.lease_deadline_ms));
+  if (m.state === 'delayed' && m.not_before_ms) return el('span', { title: 'not before ' + new Date(m.not_before_ms).toISOString() }, 'not before ' + shortTime(m.not_before_ms));
+  if (m.state === 'inflight' && m.lease_deadline_ms) return el('span', { title: 'lease deadline ' + new Date(m.lease_deadline_ms).toISOString() }, 'lease until ' + shortTime(m.lease_deadline_ms));
   return '–';
 }
 
@@ -88,7 +95,7 @@ const columns = [
   { key: 'state', label: 'State', render: (m) => el('span', { class: 'badge ' + (stateBadge[m.state] || '') }, m.state) },
   { key: 'delivery_count', label: 'Deliveries', num: true, render: (m) => m.state === 'settled' ? '–' : fmt.num(m.delivery_count) },
   { key: 'due', label: 'Not before / lease deadline', sort: (m) => m.not_before_ms || m.lease_deadline_ms || 0, render: dueCell, nofilter: true },
-  { key: 'expires_at_ms', label: 'Expires', render: (m) => m.expires_at_ms ? fmt.time(m.expires_at_ms) : '–', nofilter: true },
+  { key: 'expires_at_ms', label: 'Expires', render: (m) => m.expires_at_ms ? shortTime(m.expires_at_ms) : '–', nofilter: true },
   { key: 'payload_len', label: 'Size (bytes)', num: true, render: (m) => m.state === 'settled' ? '–' : fmt.num(m.payload_len) },
   { key: 'content_type', label: 'Content type', render: (m) => m.content_type || (m.state === 'settled' ? '–' : 'none') },
   { key: 'headers', label: 'Headers', num: true, sort: (m) => Object.keys(m.headers || {}).length, render: (m) => m.state === 'settled' ? '–' : String(Object.keys(m.headers || {}).length), nofilter: true },
