@@ -239,6 +239,20 @@ func TestDashboardMessages(t *testing.T) {
 	p.axe()
 	p.keyboardReach()
 
+	// Another queue, chosen in the select: its rows, the URL follows, the
+	// inspector is cleared. With "refresh with the live ticks" on, a new
+	// message appears without a click.
+	publishText(t, c, "other", "elsewhere")
+	p.open("/admin/messages?topic=shop&offset=2")
+	p.waitJS("the inspector", `!!document.getElementById('payload-body')`)
+	setSelect(p, "#msg-queue", "other/")
+	p.waitJS("other's row", `location.search.includes('topic=other') && !location.search.includes('offset=') && document.querySelectorAll('#msg-table tbody tr[data-key]').length === 1 && !document.getElementById('payload-body')`)
+	p.click("#msg-auto")
+	p.waitJS("auto in the URL", `location.search.includes('auto=1')`)
+	publishText(t, c, "other", "more")
+	p.waitJSWithin("the new message without a click", 12*time.Second, `document.querySelectorAll('#msg-table tbody tr[data-key]').length === 2`)
+	p.waitText("#msg-c-ready", "2")
+
 	// An unknown queue: the API's message, not a blank page.
 	p.open("/admin/messages?topic=no-such-queue")
 	p.waitText("#banner", "not_found")
@@ -432,6 +446,25 @@ func TestDashboardDeadLetters(t *testing.T) {
 	p.shots("dlq")
 	p.axe()
 	p.keyboardReach()
+
+	// A redrive of everything with a limit of 1: one copy moves (the first,
+	// pay's "charge 1") and the page says where the scan stopped.
+	for _, sel := range []string{"#rd-source-topic", "#rd-from", "#rd-to"} {
+		setInput(p, sel, "")
+	}
+	setSelect(p, "#rd-reason", "")
+	setInput(p, "#rd-limit", "1")
+	p.click("#rd-run")
+	p.waitText("#confirm-text", "Move 1 copy")
+	p.acceptConfirm()
+	p.waitJS("one moved", `(() => { const o = document.getElementById('rd-outcome'); return !!o && o.dataset.replayed === '1'; })()`)
+	p.waitText("#rd-result", "run again to go on")
+	if d := next(t, subs["pay"], 10*time.Second); d.Text() != "charge 1" {
+		t.Fatalf("the limited redrive delivered %q", d.Text())
+	} else {
+		d.Ack(ctx)
+	}
+	p.waitJS("two copies left", `document.querySelectorAll('#dlq-table tbody tr[data-key]').length === 2 && !document.querySelector('#dlq-table tr[data-key="0"]')`)
 
 	// A redrive the API refuses: its message, in the form's status.
 	setInput(p, "#rd-limit", "10001")

@@ -341,7 +341,7 @@ async function showInspector() {
 
 async function refresh() {
   try { await refreshQueues(); } catch (err) { banner(errorText(err)); }
-  await load();
+  await Promise.all([load(), showInspector()]);
 }
 
 start(async () => {
