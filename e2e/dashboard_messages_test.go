@@ -336,8 +336,20 @@ func TestDashboardDeadLetters(t *testing.T) {
 	eventually(t, 10_000, 20, func() bool { return len(dashBrowse(t, a, "topic=pay-dlq").Items) == 5 })
 	api := dashBrowse(t, a, "topic=pay-dlq")
 
+	// A queue under the global policy, with a global target that has no
+	// copy yet: listed among the targets, not choosable.
+	if _, err := c.DeclareQueue(ctx, client.NewQueueConfig("misc").Dlq(client.DlqGlobal())); err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Version uint64 `json:"version"`
+	}
+	a.json("GET", "/admin/api/global-dlq", "", 200, &g)
+	a.json("PUT", "/admin/api/global-dlq", fmt.Sprintf(`{"expected_version":%d,"target":{"topic":"all-dlq","group":""}}`, g.Version), 200, nil)
+
 	p.open("/admin/dlq")
 	p.waitText("#live", "live")
+	p.waitJS("the global target, listed and disabled", `(() => { const o = document.querySelector('#dlq-queue option[value="all-dlq/"]'); return !!o && o.disabled && o.textContent.includes('no dead letter yet'); })()`)
 	p.waitJS("pay-dlq chosen by itself", `document.getElementById('dlq-queue').value === 'pay-dlq/' && location.search.includes('topic=pay-dlq')`)
 	p.waitText("#dlq-feeds", "pay, ship")
 	p.waitJS("the rows", `document.querySelectorAll('#dlq-table tbody tr[data-key]').length === 5`)
