@@ -100,7 +100,7 @@ func TestDashboardMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	if err := next(t, sub, 10*time.Second).Ack(ctx); err != nil {
+	if err := next(t, sub, 10*time.Second).Ack(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	publishText(t, c, "shop", "held") // offset 1: inflight, the prefetch of 1 taken
@@ -262,7 +262,7 @@ func TestDashboardMessages(t *testing.T) {
 	p.fill("#msg-limit", "6000")
 	p.click("#msg-show")
 	p.waitText("#banner", "bad_parameter")
-	if err := held.Ack(ctx); err != nil {
+	if err := held.Ack(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	p.noErrors(404, 400)
@@ -311,19 +311,31 @@ func TestDashboardDeadLetters(t *testing.T) {
 	}
 	// pay-dlq offsets 0, 1: pay, retries exhausted (two failed attempts
 	// with one retry allowed); 2, 3: pay, terminal nacks; 4: ship, terminal.
+	// attempts 1 is a terminal nack (Fail), 2 two retries.
+	copies := 0
 	deadLetter := func(topic string, m *client.Message, attempts int) {
 		t.Helper()
+		// The copy is written after the nack's answer: wait for it, so the
+		// offsets in the DLQ are in the order of the calls.
+		copies++
+		defer func(want int) {
+			eventually(t, 10_000, 20, func() bool {
+				// 404 until the DLQ's first copy creates it.
+				status, body := a.do("GET", "/admin/api/messages?topic=pay-dlq", "")
+				var page struct{ Items []json.RawMessage }
+				return status == 200 && json.Unmarshal([]byte(body), &page) == nil && len(page.Items) == want
+			})
+		}(copies)
 		if _, err := c.Publisher(topic).PublishConfirmed(ctx, m); err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < attempts; i++ {
+		for range attempts {
 			d := next(t, subs[topic], 10*time.Second)
+			settle := d.Retry
 			if attempts == 1 {
-				err := d.Fail(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-			} else if err := d.Retry(ctx); err != nil {
+				settle = d.Fail
+			}
+			if err := settle(ctxT(t)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -333,12 +345,11 @@ func TestDashboardDeadLetters(t *testing.T) {
 	deadLetter("pay", client.Text("refund 3"), 1)
 	deadLetter("pay", client.Raw([]byte{0xde, 0xad, 0xbe, 0xef}), 1)
 	deadLetter("ship", client.Text("parcel 5"), 1)
-	eventually(t, 10_000, 20, func() bool { return len(dashBrowse(t, a, "topic=pay-dlq").Items) == 5 })
 	api := dashBrowse(t, a, "topic=pay-dlq")
 
 	// A queue under the global policy, with a global target that has no
 	// copy yet: listed among the targets, not choosable.
-	if _, err := c.DeclareQueue(ctx, client.NewQueueConfig("misc").Dlq(client.DlqGlobal())); err != nil {
+	if _, err := c.DeclareQueue(ctxT(t), client.NewQueueConfig("misc").Dlq(client.DlqGlobal())); err != nil {
 		t.Fatal(err)
 	}
 	var g struct {
@@ -403,7 +414,7 @@ func TestDashboardDeadLetters(t *testing.T) {
 		if d.Text() != want || d.Headers["stroma.dlq.reason"] != "" {
 			t.Fatalf("replayed delivery %q %v, want %q without stroma.dlq.*", d.Text(), d.Headers, want)
 		}
-		if err := d.Ack(ctx); err != nil {
+		if err := d.Ack(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -441,7 +452,7 @@ func TestDashboardDeadLetters(t *testing.T) {
 	for range 2 {
 		d := next(t, subs["pay"], 10*time.Second)
 		got[d.Text()] = true
-		if err := d.Ack(ctx); err != nil {
+		if err := d.Ack(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -474,7 +485,7 @@ func TestDashboardDeadLetters(t *testing.T) {
 	if d := next(t, subs["pay"], 10*time.Second); d.Text() != "charge 1" {
 		t.Fatalf("the limited redrive delivered %q", d.Text())
 	} else {
-		d.Ack(ctx)
+		d.Ack(ctxT(t))
 	}
 	p.waitJS("two copies left", `document.querySelectorAll('#dlq-table tbody tr[data-key]').length === 2 && !document.querySelector('#dlq-table tr[data-key="0"]')`)
 
