@@ -18,6 +18,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -172,6 +173,12 @@ func TestDashboardSettings(t *testing.T) {
 	}
 	p.waitJS("the conflict box is gone", `document.getElementById('st-conflict').hidden`)
 	a.problem("PUT", "/admin/api/runtime-settings", fmt.Sprintf(`{"expected_version":%d,"settings":{"idle_queue_cleanup":{"enabled":true}}}`, reapplied.Version), 403, "locked")
+
+	// With no edit on the form, a change made elsewhere shows at once.
+	a.json("PUT", "/admin/api/runtime-settings", fmt.Sprintf(`{"expected_version":%d,"settings":{"connection":{"reconnect_grace_ms":7000}}}`, reapplied.Version), 200, &reapplied)
+	p.waitText("#st-newer", fmt.Sprintf("Updated to version %d, changed elsewhere", reapplied.Version))
+	p.waitJS("the new value is in the form", `document.getElementById('st-connection-reconnect-grace-ms').value === '7000'`)
+	p.waitText("#st-version", fmt.Sprintf("version %d", reapplied.Version))
 
 	// The log level, live.
 	var lvl struct{ Level string }
@@ -589,6 +596,18 @@ func TestDashboardLogin(t *testing.T) {
 	}
 	p.open("/admin/security")
 	p.waitJS("a page needs the login again", `location.pathname === '/login' && new URLSearchParams(location.search).get('next') === '/admin/security'`)
+
+	// next is followed only to a path on this origin.
+	for _, evil := range []string{"//evil.example/x", "https://evil.example/", "/\\evil.example/"} {
+		p.open("/login?next=" + url.QueryEscape(evil))
+		fillIn(p, "#login-username", "ops")
+		fillIn(p, "#login-password", "hunter2")
+		p.click("#login-submit")
+		p.waitJS("next "+evil+" is not followed", fmt.Sprintf(`location.origin === %q && location.pathname === '/'`, a.base))
+		p.waitText("#live", "live") // the page's script is running: Log out is wired
+		p.click("#logout")
+		p.waitJS("logged out", `location.pathname === '/login'`)
+	}
 
 	// The rate limit: one failure so far (the page's); nine more from a
 	// script at the same address make ten, and then even the right

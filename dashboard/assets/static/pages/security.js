@@ -177,7 +177,7 @@ function showUsers(users) {
 start(async () => {
   usersTable = table($('#sec-users'), [
     { key: 'name', label: 'Name', render: (u) => el('code', {}, u.name) },
-    { key: 'actions', label: 'Actions', nosort: true, nofilter: true, render: (u) => el('div', { class: 'row-actions' },
+    { key: 'actions', label: 'Actions', num: true, nosort: true, nofilter: true, render: (u) => el('div', { class: 'row-actions' },
       el('button', { type: 'button', class: 'ghost small', 'aria-label': 'Change the password of ' + u.name, dataset: { action: 'password' }, onclick: () => editUser(u.name) }, 'Change password'),
       el('button', { type: 'button', class: 'danger small', 'aria-label': 'Remove ' + u.name, dataset: { action: 'remove' }, onclick: () => removeUser(u.name) }, 'Remove')) },
   ], { id: 'users', filter: true, filterLabel: 'Filter users', filterPlaceholder: 'Filter users…', empty: 'No user yet: add one above.', rowKey: (u) => u.name, sort: 'name' });
