@@ -60,6 +60,7 @@ func jsonNum(v any) string {
 // "undefined". Clearing from the page's script avoids it.)
 func fillIn(p *dashPage, sel, value string) {
 	p.t.Helper()
+	p.waitJS(sel+" is there", fmt.Sprintf(`!!document.querySelector(%q)`, sel))
 	var ok bool
 	p.eval(fmt.Sprintf(`(() => { const n = document.querySelector(%q); if (!n) return false; n.value = '';
 		n.dispatchEvent(new Event('input', {bubbles: true})); return true; })()`, sel), &ok)
@@ -163,6 +164,7 @@ func TestDashboardSettings(t *testing.T) {
 	p.waitJS("the edit is kept and the untouched key shows the value in force",
 		`document.getElementById('st-delivery-inflight-ttl-ms').value === '50000' && document.getElementById('st-delivery-expiry-batch-max').value === '4096'`)
 	p.shots("settings-conflict")
+	p.axe()
 	p.click("#st-reapply")
 	p.waitText("#st-status", fmt.Sprintf("Applied at version %d", after.Version+2))
 	var reapplied runtimeState
@@ -453,6 +455,7 @@ func TestDashboardSecurityTLSReload(t *testing.T) {
 	// The broker's CA is not the browser's: this tab accepts it (the CA's
 	// own trust is TestSurfaceTLSReload's).
 	p.run("accept the broker's certificate", security.SetIgnoreCertificateErrors(true))
+	t.Cleanup(func() { _ = chromedp.Run(p.ctx, security.SetIgnoreCertificateErrors(false)) })
 
 	type tlsState struct {
 		Fingerprint string `json:"fingerprint_sha256"`
@@ -523,6 +526,13 @@ func TestDashboardSecurityTLSReload(t *testing.T) {
 	p.noErrors(400)
 }
 
+// loginReady waits for the login page's script to have started (it
+// focuses the username): a submit before it would be the browser's own.
+func loginReady(p *dashPage) {
+	p.t.Helper()
+	p.waitJS("the login page's script runs", `location.pathname === '/login' && document.activeElement && document.activeElement.id === 'login-username'`)
+}
+
 // TestDashboardLogin: with admin auth on, opening a page without a session
 // goes to the login page with the page as next; a wrong password shows the
 // API's message and stays; the right one returns to the page (its query
@@ -539,6 +549,7 @@ func TestDashboardLogin(t *testing.T) {
 	p.open("/admin/settings?cfg.q=tls")
 	p.waitJS("the login page with next", `location.pathname === '/login' && new URLSearchParams(location.search).get('next') === '/admin/settings?cfg.q=tls'`)
 	p.waitText("#login-why", "/admin/settings?cfg.q=tls")
+	loginReady(p)
 
 	fillIn(p, "#login-username", "ops")
 	fillIn(p, "#login-password", "wrong")
@@ -600,6 +611,7 @@ func TestDashboardLogin(t *testing.T) {
 	// next is followed only to a path on this origin.
 	for _, evil := range []string{"//evil.example/x", "https://evil.example/", "/\\evil.example/"} {
 		p.open("/login?next=" + url.QueryEscape(evil))
+		loginReady(p)
 		fillIn(p, "#login-username", "ops")
 		fillIn(p, "#login-password", "hunter2")
 		p.click("#login-submit")
@@ -616,6 +628,7 @@ func TestDashboardLogin(t *testing.T) {
 	for range 9 {
 		a.problem("GET", "/admin/api/overview", "", 401, "unauthorized")
 	}
+	loginReady(p)
 	fillIn(p, "#login-username", "ops")
 	fillIn(p, "#login-password", "hunter2")
 	p.click("#login-submit")

@@ -3,7 +3,8 @@
 // API's refusals are shown as they are meant: a wrong password says so,
 // and the rate limit's 429 says how long to wait and keeps the button off
 // until then (the limit refuses the right password too, so trying earlier
-// only wastes attempts).
+// only wastes attempts). The form itself posts to /login, so a submit
+// before this script runs never puts the password in a URL.
 import { start, el, setText, $ } from '../dash.js';
 
 // nextPath is where to go after the login: a path on this origin, never an
