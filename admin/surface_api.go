@@ -136,11 +136,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			users := []map[string]string{}
-			for _, name := range b.Users() {
-				users = append(users, map[string]string{"name": name})
-			}
-			writeJSON(w, http.StatusOK, map[string]any{"users": users})
+			writeJSON(w, http.StatusOK, usersJSON(b))
 			return nil
 		}))
 		mux.HandleFunc("POST /admin/api/users", s.api(func(w http.ResponseWriter, r *http.Request) error {
@@ -200,6 +196,15 @@ func init() {
 			return nil
 		}))
 	})
+}
+
+// usersJSON is the answer of GET /admin/api/users (and the users event).
+func usersJSON(b usersBackend) map[string]any {
+	users := []map[string]string{}
+	for _, name := range b.Users() {
+		users = append(users, map[string]string{"name": name})
+	}
+	return map[string]any{"users": users}
 }
 
 func (s *Server) closeConnection(r *http.Request, in closeBody) (*node.SessionClosed, error) {
