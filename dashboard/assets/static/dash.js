@@ -104,6 +104,17 @@ export function replace(node, ...children) {
   return node;
 }
 
+// update puts children in node only when they differ from what it holds
+// (attributes and text compared, isEqualNode), so a tick that changed
+// nothing leaves the DOM, the focus and a reader's selection alone. For
+// static content only: listeners of the children are not compared.
+export function update(node, ...children) {
+  const next = node.cloneNode(false);
+  append(next, children);
+  if (!next.isEqualNode(node)) node.replaceChildren(...next.childNodes);
+  return node;
+}
+
 // setText sets the text of the element with id, if it changed (no layout
 // churn on a tick that changed nothing).
 export function setText(id, text) {
@@ -282,22 +293,27 @@ export function table(container, columns, opts) {
   const tableNode = el('table', { id: id + '-table' }, opts.caption ? el('caption', { class: 'muted' }, opts.caption) : null, thead, tbody);
   replace(container, tools, el('div', { class: 'table-wrap' }, tableNode));
 
-  function header() {
-    const tr = el('tr');
-    for (const c of columns) {
-      const desc = sortKey === '-' + c.key, asc = sortKey === c.key;
-      const th = el('th', { scope: 'col', class: c.num ? 'num' : null, 'aria-sort': asc ? 'ascending' : desc ? 'descending' : (c.nosort ? null : 'none') });
-      if (c.nosort) th.appendChild(document.createTextNode(c.label));
-      else {
-        th.appendChild(el('button', { type: 'button', class: 'sort', onclick: () => {
-          sortKey = sortKey === c.key ? '-' + c.key : c.key;
-          urlState.set(id + '.sort', sortKey);
-          draw();
-        } }, c.label));
-      }
-      tr.appendChild(th);
+  // The header is built once; a sort only moves its aria-sort marks, so a
+  // keyboard user on a sort button keeps the focus across ticks.
+  const ths = columns.map((c) => {
+    const th = el('th', { scope: 'col', class: c.num ? 'num' : null });
+    if (c.nosort) th.appendChild(document.createTextNode(c.label));
+    else {
+      th.appendChild(el('button', { type: 'button', class: 'sort', onclick: () => {
+        sortKey = sortKey === c.key ? '-' + c.key : c.key;
+        urlState.set(id + '.sort', sortKey);
+        draw();
+      } }, c.label));
     }
-    replace(thead, tr);
+    return th;
+  });
+  replace(thead, el('tr', {}, ths));
+  function header() {
+    columns.forEach((c, i) => {
+      if (c.nosort) return;
+      const mark = sortKey === c.key ? 'ascending' : sortKey === '-' + c.key ? 'descending' : 'none';
+      if (ths[i].getAttribute('aria-sort') !== mark) ths[i].setAttribute('aria-sort', mark);
+    });
   }
 
   function value(row, c) {
@@ -331,7 +347,11 @@ export function table(container, columns, opts) {
     }
     const trs = shown.map((r) => el('tr', { dataset: opts.rowKey ? { key: opts.rowKey(r) } : {} },
       columns.map((c) => el('td', { class: c.num ? 'num' : null, title: c.title ? c.title(r) : null }, c.render ? c.render(r) : (c.num ? fmt.num(r[c.key]) : r[c.key])))));
-    replace(tbody, ...trs);
+    // Rows drawn exactly as before stay as they are (a tick that changed
+    // nothing moves no focus and no selection).
+    const next = tbody.cloneNode(false);
+    append(next, trs);
+    if (!next.isEqualNode(tbody)) tbody.replaceChildren(...next.childNodes);
   }
 
   // A redraw while the user is on a row's button would replace it under

@@ -2,7 +2,7 @@
 // audit family, the newest 50 each tick, merged by seq). Filters by action,
 // actor and outcome, kept in the URL; each entry links to what it names
 // where a page exists; refused actions stand out (a red row and badge).
-import { start, live, get, el, replace, fmt, table, urlState, queueHref, banner, errorText, q, $ } from '../dash.js';
+import { start, live, get, el, replace, fmt, table, urlState, queueHref, banner, errorText, q, $, update } from '../dash.js';
 import { bindSelect, setOptions, staleWatch } from '../lib/clients.js';
 
 // entriesMax is the ring's size (admin/audit.go auditRingSize).
@@ -86,7 +86,7 @@ function draw() {
   const all = [...bySeq.values()];
   const refusedCount = all.filter(refused).length;
   const actors = new Set(all.map((e) => e.actor)).size;
-  replace($('#au-summary'), el('strong', { id: 'au-sum-total' }, fmt.num(all.length)), all.length === 1 ? ' action' : ' actions',
+  update($('#au-summary'), el('strong', { id: 'au-sum-total' }, fmt.num(all.length)), all.length === 1 ? ' action' : ' actions',
     ' by ', el('strong', { id: 'au-sum-actors' }, fmt.num(actors)), actors === 1 ? ' actor · ' : ' actors · ',
     el('strong', { id: 'au-sum-refused', class: refusedCount ? 'au-refused-text' : null }, fmt.num(refusedCount)), ' refused');
   setOptions($('#au-action'), 1, all.map((e) => e.action));

@@ -3,7 +3,7 @@
 // session), a summary by transport, TLS and state, filters kept in the URL,
 // and force-close through POST /admin/api/connections/close. Live over the
 // events stream (families connections and subscriptions, one stream).
-import { start, live, post, el, replace, setText, fmt, table, toast, confirmDialog, errorText, urlState, addCommand, $ } from '../dash.js';
+import { start, live, post, el, replace, setText, fmt, table, toast, confirmDialog, errorText, urlState, addCommand, $, update } from '../dash.js';
 import { subsBySession, bindSelect, plural, staleWatch } from '../lib/clients.js';
 
 let conns = null; // null until the first answer: "loading", not "nobody"
@@ -111,7 +111,7 @@ function showSummary() {
   const count = (pred) => open.filter(pred).length;
   const dormant = conns.length - open.length;
   const n = (id, v) => el('strong', { id }, fmt.num(v));
-  replace($('#cn-summary'),
+  update($('#cn-summary'),
     n('cn-sum-open', open.length), open.length === 1 ? ' connection (' : ' connections (',
     n('cn-sum-tcp', count((c) => c.transport === 'tcp')), ' TCP, ',
     n('cn-sum-quic', count((c) => c.transport === 'quic')), ' QUIC; ',

@@ -3,7 +3,7 @@
 // its connection's row; sortable and filterable, filters in the URL. Live
 // over one events stream (subscriptions, and connections for the client
 // names).
-import { start, live, el, replace, setText, fmt, table, urlState, queueHref, q, $ } from '../dash.js';
+import { start, live, el, replace, setText, fmt, table, urlState, queueHref, q, $, update } from '../dash.js';
 import { connectionsBySession, bindSelect, connectionHref, staleWatch } from '../lib/clients.js';
 
 let subs = null; // null until the first answer
@@ -60,7 +60,7 @@ function showSummary() {
   }
   const n = (id, v) => el('strong', { id }, fmt.num(v));
   const sessions = new Set(subs.map((s) => s.session)).size;
-  replace($('#sb-summary'),
+  update($('#sb-summary'),
     n('sb-sum-total', subs.length), subs.length === 1 ? ' subscription (' : ' subscriptions (',
     n('sb-sum-queue', kinds.queue), ' queue, ', n('sb-sum-stream', kinds.stream), ' stream, ', n('sb-sum-cohort', kinds.cohort), ' cohort) of ',
     n('sb-sum-sessions', sessions), sessions === 1 ? ' session · prefetch ' : ' sessions · prefetch ',
