@@ -4,7 +4,7 @@ package admin
 // operations (issue 13): the SSE family "queues" and the backlog history
 // GET /admin/api/queue-backlog. Invariants:
 //   - the family's value is GET /admin/api/queues's answer, built by the
-//     same queueJSON, so a page fed by the stream and one fed by polling
+//     same queueListing, so a page fed by the stream and one fed by polling
 //     show the same numbers (a handler test compares the two);
 //   - the backlog history is a read-only copy of what the attention
 //     sampler already keeps (surface.go, backlogTracker): nothing is sampled
@@ -22,7 +22,8 @@ import (
 // faster (tests) cannot make the answer grow.
 const backlogPointsMax = backlogWindowMaxMs/historyIntervalMs + 1
 
-// queueListing is GET /admin/api/queues's answer.
+// queueListing is GET /admin/api/queues's answer (listQueues writes it)
+// and the queues family's value.
 func (s *Server) queueListing(ctx context.Context) (map[string]any, error) {
 	b, err := backend[queueBackend](s)
 	if err != nil {

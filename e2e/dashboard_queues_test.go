@@ -451,10 +451,11 @@ func qsSelect(sel, value string) chromedp.Action {
 		n.dispatchEvent(new Event('input', {bubbles: true})); n.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`, sel, value), &ignored)
 }
 
-// qsFill empties the input sel and types value into it. (The harness's
-// fill fails here with "could not set value on node": chromedp's SetValue
-// reads the value back after the input event, which these pages' forms
-// and filter handle; emptying from the page's side avoids the check.)
+// qsFill empties the input sel and types value into it. The harness's
+// fill cannot be used: chromedp v0.14.2's SetValue(sel, "") fails with
+// "could not set value on node" on every input (seen on a text and a
+// search input; SetValue with a non-empty value works), and fill starts
+// with it.
 func qsFill(p *dashPage, sel, value string) {
 	p.t.Helper()
 	var ok bool
