@@ -144,11 +144,17 @@ func TestDashboardQueues(t *testing.T) {
 	}
 
 	// Live: more traffic shows without a reload (the events stream's
-	// queues family, every 2 s).
+	// queues family, every 2 s), and the sparkline gains its points.
+	var sparkBefore int
+	p.eval(`Number(document.querySelector('`+rowSel("qs-orders")+` svg.spark').dataset.points)`, &sparkBefore)
 	for i := range 3 {
 		publishText(t, c, "qs-orders", "late "+strconv.Itoa(i))
 	}
 	p.waitText(rowSel("qs-orders")+` [data-f="ready"]`, "9")
+	p.waitJS("the sparkline moves", fmt.Sprintf(`(() => { const n = document.querySelector('%s svg.spark');
+		const ys = n.querySelector('polyline').getAttribute('points').split(' ').map(pt => Number(pt.split(',')[1]));
+		return Number(n.dataset.points) > %d && ys[ys.length - 1] < ys[0]; })()`, // it rises: SVG y grows downwards
+		rowSel("qs-orders"), sparkBefore))
 
 	// Filter, show and sort: typed and clicked, kept in the URL, and the
 	// same view after a reload.
@@ -401,6 +407,13 @@ func TestDashboardQueueDetail(t *testing.T) {
 
 	// Test publish: JSON into partition 1; the page shows the offset, and
 	// the message is there at that offset.
+	// A partition the queue does not have: the API's refusal is shown.
+	qsFill(p, "#qd-p-part", "9")
+	p.jsClick("#qd-p-send")
+	p.waitJS("the publish refusal", `document.querySelector('#qd-pub-form .form-status').classList.contains('form-error')`)
+	if msg := p.text("#qd-pub-form .form-status"); !strings.Contains(msg, "partition") {
+		t.Fatalf("the refused publish says %q", msg)
+	}
 	qsFill(p, "#qd-p-text", `{"probe":1}`)
 	qsFill(p, "#qd-p-ct", "application/json")
 	qsFill(p, "#qd-p-part", "1")
