@@ -92,6 +92,9 @@ func holdInflight(t *testing.T, c *client.Client, topic string, n int) {
 // checked through the API.
 func TestDashboardQueues(t *testing.T) {
 	s, a, p := startDashboard(t, "--lease-ms", "60000")
+	// A fresh broker: no queue, said so.
+	p.open("/admin/queues")
+	p.waitText("#qs-table td.empty", "No queue is declared yet")
 	c := dial(t, s, client.TransportTCP)
 	for i := range 6 {
 		publishText(t, c, "qs-orders", "order "+strconv.Itoa(i))
@@ -182,6 +185,9 @@ func TestDashboardQueues(t *testing.T) {
 	if view.Filter != "qs-" || view.Show != "backlog" || view.Sort != "descending" || strings.Join(view.Keys, ",") != "qs-orders/" {
 		t.Fatalf("after a reload: %+v", view)
 	}
+	qsFill(p, "#qs-filter", "")
+	p.run("show dlq", qsSelect("#qs-show", "dlq"))
+	p.waitText("#qs-table td.empty", "None of the 3 queues is shown")
 	p.run("show all", qsSelect("#qs-show", ""))
 	p.waitJS("three rows", `document.querySelectorAll('#qs-table tbody tr').length === 3`)
 	p.eval(`[...document.querySelectorAll('#qs-table tbody tr')].map(r => r.dataset.key)`, &view.Keys)
@@ -230,8 +236,17 @@ func TestDashboardQueues(t *testing.T) {
 	}
 
 	// Delete qs-held while two are inflight: the broker refuses (409
-	// in_use) and the page shows its message; the queue stays.
-	p.jsClick(rowSel("qs-held") + ` button[data-act="delete"]`)
+	// in_use) and the page shows its message; the queue stays. The delete
+	// is asked, cancelled and asked again in one script, before the
+	// cancel's close event is dispatched: the second ask must still be
+	// answered by its own button (lib/queues.js confirmAction).
+	var asked bool
+	p.eval(`(() => { const del = document.querySelector('`+rowSel("qs-held")+` button[data-act="delete"]');
+		del.click(); document.querySelector('#confirm button[value="cancel"]').click(); del.click();
+		return document.getElementById('confirm').open; })()`, &asked)
+	if !asked {
+		t.Fatal("the second delete did not open the confirm dialog")
+	}
 	p.acceptConfirm()
 	p.waitText("#banner", "was not deleted")
 	status, body := a.do("POST", "/admin/api/queues/delete", `{"topic":"qs-held"}`)

@@ -3,7 +3,7 @@
 // /admin/api/queue-backlog once, then the live ticks), and how a DLQ policy
 // reads.
 
-import { get, fmt } from '../dash.js';
+import { get, fmt, setText } from '../dash.js';
 
 // queueKey is the key of GET /admin/api/queue-backlog and of the attention
 // items: topic + "/" + group, the default group spelled "".
@@ -75,4 +75,30 @@ export function policyText(dlq) {
 // ttlText: a default TTL of 0 is none.
 export function ttlText(ms) {
   return ms ? fmt.ms(ms) : 'none';
+}
+
+// confirmAction is dash.js's confirmDialog on the same #confirm dialog,
+// except that a close event still queued from the dialog's previous use
+// cannot answer it. dash.js's listener takes the first close event after
+// the call, so a confirm opened before the previous close was dispatched
+// (a cancel and a new click in one task, or a busy renderer) resolves
+// false at once and leaves the dialog open, its button doing nothing.
+// TestDashboardQueues does exactly that (cancel, then delete, in one
+// script) and fails with confirmDialog. A close event that arrives while
+// the dialog is open is not this one's and is ignored.
+export function confirmAction(text, label) {
+  const d = document.getElementById('confirm');
+  setText('confirm-text', text);
+  setText('confirm-ok', label || 'Confirm');
+  return new Promise((resolve) => {
+    const onClose = () => {
+      if (d.open) return; // a stale event of the previous close
+      d.removeEventListener('close', onClose);
+      resolve(d.returnValue === 'ok');
+    };
+    d.returnValue = '';
+    d.showModal();
+    d.addEventListener('close', onClose);
+    document.getElementById('confirm-ok').focus();
+  });
 }

@@ -9,9 +9,9 @@
 //     table is redrawn from the API's answer, never patched by hand.
 import {
   start, live, el, $, setText, fmt, post, table, sparkline, queueHref, urlState,
-  toast, banner, confirmDialog, errorText, bindForm, addCommand,
+  toast, banner, errorText, bindForm, addCommand,
 } from '../dash.js';
-import { Backlog, queueKey, policyText, ttlText } from '../lib/queues.js';
+import { Backlog, queueKey, policyText, ttlText, confirmAction } from '../lib/queues.js';
 
 const backlog = new Backlog();
 let rows = [];
@@ -70,8 +70,18 @@ const columns = [
   { key: 'actions', label: 'Actions', nosort: true, nofilter: true, render: actions },
 ];
 
+// tableOpts is kept: table() reads opts.empty at each draw, so the empty
+// line can say whether no queue exists or the "Show" choice hides them.
+const tableOpts = {
+  id: 'qs', filter: true, filterLabel: 'Filter queues', filterPlaceholder: 'Filter by name or count…', sort: 'name',
+  rowKey: (r) => queueKey(r.topic, r.group),
+};
+
 function draw() {
-  const show = shows[urlState.get('qs.show', '')] || shows[''];
+  const choice = urlState.get('qs.show', '');
+  const show = shows[choice] || shows[''];
+  tableOpts.empty = rows.length === 0 ? 'No queue is declared yet: create one below, or publish to a topic.'
+    : 'None of the ' + rows.length + ' queues is shown by the "Show" choice (' + $('#qs-show').selectedOptions[0].textContent + ').';
   view.update(rows.filter(show));
   const sum = (k) => rows.reduce((a, r) => a + (r[k] || 0), 0);
   setText('qs-count', fmt.num(rows.length));
@@ -93,7 +103,7 @@ function onQueues(data) {
 }
 
 async function purge(r) {
-  const ok = await confirmDialog('Purge ' + name(r) + '? Its ' + fmt.num(r.ready) + ' ready and ' + fmt.num(r.delayed) +
+  const ok = await confirmAction('Purge ' + name(r) + '? Its ' + fmt.num(r.ready) + ' ready and ' + fmt.num(r.delayed) +
     ' delayed messages are removed for good; the ' + fmt.num(r.inflight) + ' inflight stay with their consumers.', 'Purge queue');
   if (!ok) return;
   try {
@@ -108,7 +118,7 @@ async function purge(r) {
 }
 
 async function remove(r) {
-  const ok = await confirmDialog('Delete ' + name(r) + ' and all its messages? Its subscribers are closed. The broker refuses while messages are inflight.', 'Delete queue');
+  const ok = await confirmAction('Delete ' + name(r) + ' and all its messages? Its subscribers are closed. The broker refuses while messages are inflight.', 'Delete queue');
   if (!ok) return;
   try {
     await post('/admin/api/queues/delete', { topic: r.topic, group: r.group });
@@ -142,7 +152,7 @@ function setupCreate() {
   policy.addEventListener('change', custom);
   custom();
   bindForm(form, async (v) => {
-    const existed = rows.some((r) => r.topic === v.topic && queueKey(r.topic, r.group) === queueKey(v.topic, v.group));
+    const existed = rows.some((r) => queueKey(r.topic, r.group) === queueKey(v.topic.trim(), v.group.trim()));
     const body = {
       topic: v.topic.trim(), group: v.group.trim(), partition_count: v.partition_count, policy: v.policy,
       target: v.policy === 'custom' ? { topic: v.target_topic.trim(), group: v.target_group.trim() } : undefined,
@@ -161,10 +171,8 @@ start(() => {
   const show = $('#qs-show');
   show.value = urlState.get('qs.show', '');
   show.addEventListener('change', () => { urlState.set('qs.show', show.value); draw(); });
-  view = table($('#qs-list'), columns, {
-    id: 'qs', filter: true, filterLabel: 'Filter queues', filterPlaceholder: 'Filter by name or count…', sort: 'name',
-    rowKey: (r) => queueKey(r.topic, r.group), empty: 'No queue is declared yet: create one below, or publish to a topic.',
-  });
+  tableOpts.empty = 'Loading the queues…';
+  view = table($('#qs-list'), columns, tableOpts);
   setupCreate();
   // The history first paints with the rows it has: the listing and the
   // backlog are fetched together and whichever comes second redraws.
