@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/fibril-go/fibril/client"
@@ -317,7 +319,8 @@ func compareQueueRows(t *testing.T, p *dashPage, api map[string]dashQueue) {
 // refused one shows the API's message) are the API's afterwards; a test
 // publish through the page lands at the offset the page shows (read back
 // through the messages API); the links go to its messages and its dead
-// letters; an unknown queue says so.
+// letters; an unknown queue says so; without EventSource the page polls
+// and still follows the traffic.
 func TestDashboardQueueDetail(t *testing.T) {
 	s, a, p := startDashboard(t, "--lease-ms", "60000")
 	a.json("POST", "/admin/api/queues", `{"topic":"qd-orders","partition_count":2}`, 201, nil)
@@ -469,6 +472,20 @@ func TestDashboardQueueDetail(t *testing.T) {
 	p.waitText("#qd-missing-text", "No queue named")
 	p.noErrors(400)
 	p.measure("queue", "/admin/queue?topic=qd-orders")
+
+	// Without server-sent events (a proxy that cuts streams), the page
+	// polls GET /admin/api/queues and still follows the traffic.
+	p2 := openBrowser(t, a.base)
+	p2.run("no EventSource", chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := cdppage.AddScriptToEvaluateOnNewDocument(`delete window.EventSource;`).Do(ctx)
+		return err
+	}))
+	p2.open("/admin/queue?topic=qd-orders")
+	p2.waitText("#live", "polling")
+	before := dashQueues(a)["qd-orders/"].Ready
+	a.json("POST", "/admin/api/publish", `{"topic":"qd-orders","text":"polled"}`, 200, nil)
+	p2.waitText("#qd-ready", qsNum(before+1))
+	p2.noErrors()
 }
 
 // qsSelect chooses value in the <select> sel as a person would: the
