@@ -91,7 +91,7 @@ func holdInflight(t *testing.T, c *client.Client, topic string, n int) {
 // across a reload; create (with a refused one showing the API's message),
 // purge, a cancelled delete, a delete refused while messages are inflight
 // (the API's 409 message shown) and a delete, all through the page and
-// checked through the API.
+// checked through the API; a named group's link opens its Queue page.
 func TestDashboardQueues(t *testing.T) {
 	s, a, p := startDashboard(t, "--lease-ms", "60000")
 	// A fresh broker: no queue, said so.
@@ -285,6 +285,19 @@ func TestDashboardQueues(t *testing.T) {
 	p.keyboardReach()
 	p.noErrors(400, 409)
 	p.measure("queues", "/admin/queues")
+
+	// A queue of a named group, never loaded: its link opens its page,
+	// which says its partitions are not loaded rather than showing zeros.
+	p.waitJS("qs-wide listed", `!!document.querySelector('#qs-table tr[data-key="qs-wide/g1"] a')`)
+	p.jsClick(`#qs-table tr[data-key="qs-wide/g1"] a`)
+	p.waitJS("the queue page of qs-wide/g1", `location.pathname === '/admin/queue' && location.search === '?topic=qs-wide&group=g1'`)
+	p.waitText("#qd-loaded", "not loaded")
+	p.waitJS("three partitions, none loaded", `document.querySelectorAll('#qp-table tbody tr').length === 3 &&
+		[...document.querySelectorAll('#qp-table tbody tr')].every(r => r.cells[1].textContent === 'not loaded')`)
+	if got := p.text("#page-title"); got != "Queue qs-wide / g1" {
+		t.Fatalf("title %q", got)
+	}
+	p.noErrors(400, 409)
 }
 
 // compareQueueRows checks every queue of the API against its row.
