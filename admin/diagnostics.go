@@ -174,7 +174,7 @@ type RuntimeView struct {
 func init() {
 	routeFamilies = append(routeFamilies, func(s *Server, mux *http.ServeMux) {
 		mux.HandleFunc("GET /admin/api/diagnostics", s.api(func(w http.ResponseWriter, r *http.Request) error {
-			v, err := s.diagnostics(r.Context())
+			v, err := s.diagnostics(r.Context(), true)
 			if err != nil {
 				return err
 			}
@@ -183,7 +183,9 @@ func init() {
 		}))
 	})
 	// The Diagnostics page listens to both over the events stream.
-	eventFamilies["diagnostics"] = func(s *Server, ctx context.Context) (any, error) { return s.diagnostics(ctx) }
+	// The event tick never waits for a walk (every family of the tick
+	// would be late): it shows the last one while the next runs.
+	eventFamilies["diagnostics"] = func(s *Server, ctx context.Context) (any, error) { return s.diagnostics(ctx, false) }
 	eventFamilies["quarantine"] = func(s *Server, _ context.Context) (any, error) {
 		b, err := backend[quarantineBackend](s)
 		if err != nil {
@@ -196,7 +198,9 @@ func init() {
 // diagnostics builds the answer. Parts the broker lacks are left at zero
 // (a fake in tests, an older broker); a part that failed says so in
 // problems rather than failing the whole answer.
-func (s *Server) diagnostics(ctx context.Context) (*DiagnosticsView, error) {
+// diagnostics builds the answer; waitWalk says whether it may wait for a
+// walk of the data dir (a GET does; the event tick does not).
+func (s *Server) diagnostics(ctx context.Context, waitWalk bool) (*DiagnosticsView, error) {
 	b, err := backend[diagnosticsBackend](s)
 	if err != nil {
 		return nil, err
@@ -220,7 +224,7 @@ func (s *Server) diagnostics(ctx context.Context) (*DiagnosticsView, error) {
 		} else {
 			v.Problems = append(v.Problems, "statfs of the data dir: "+err.Error())
 		}
-		v.Storage.DataDirUse = dataDirUsage(dir, time.Now())
+		v.Storage.DataDirUse = dataDirUsage(dir, time.Now(), waitWalk)
 	}
 
 	src := s.attached()
@@ -303,24 +307,52 @@ func runtimeNow() RuntimeView {
 }
 
 // dataDirCache keeps the last walk (one data dir per process in
-// production; tests with several brokers only walk more often).
+// production; tests with several brokers only walk more often) and the walk
+// in progress, if any: at most one runs at a time, on its own goroutine.
 var dataDirCache struct {
-	mu   sync.Mutex
-	last *DataDirUsage
+	mu      sync.Mutex
+	last    *DataDirUsage
+	running chan struct{} // closed when the walk in progress ends
 }
 
-// dataDirUsage answers the last walk of dir if it is recent enough, else
-// walks again. Callers wait for one walk at a time (at most
-// dataDirWalkBudget).
-func dataDirUsage(dir string, now time.Time) *DataDirUsage {
-	dataDirCache.mu.Lock()
-	defer dataDirCache.mu.Unlock()
-	if l := dataDirCache.last; l != nil && l.dir == dir && now.Sub(l.walked) < dataDirWalkMaxAge {
-		return l
+// dataDirUsage answers the last walk of dir if it is recent enough. Else it
+// starts a walk (unless one runs) and, with wait, waits for it (at most
+// dataDirWalkBudget); without wait it answers the last walk of dir, stale,
+// or nil before the first one.
+func dataDirUsage(dir string, now time.Time, wait bool) *DataDirUsage {
+	c := &dataDirCache
+	c.mu.Lock()
+	last := c.last
+	if last != nil && last.dir == dir && now.Sub(last.walked) < dataDirWalkMaxAge {
+		c.mu.Unlock()
+		return last
 	}
-	u := walkDataDir(dir, dataDirWalkEntriesMax, dataDirWalkBudget)
-	dataDirCache.last = u
-	return u
+	done := c.running
+	if done == nil {
+		done = make(chan struct{})
+		c.running = done
+		go func() {
+			u := walkDataDir(dir, dataDirWalkEntriesMax, dataDirWalkBudget)
+			c.mu.Lock()
+			c.last, c.running = u, nil
+			c.mu.Unlock()
+			close(done)
+		}()
+	}
+	c.mu.Unlock()
+	if !wait {
+		if last != nil && last.dir == dir {
+			return last
+		}
+		return nil
+	}
+	<-done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last != nil && c.last.dir == dir {
+		return c.last
+	}
+	return nil // the walk that ran was of another broker's dir (tests)
 }
 
 // walkDataDir sums the sizes of dir's files, per top-level entry, visiting

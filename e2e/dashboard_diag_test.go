@@ -332,8 +332,9 @@ func TestDashboardDiagnosticsQuarantineRepairAndFigures(t *testing.T) {
 	p.waitText("#dgq-table", "No partition is quarantined.")
 	p.waitJS("the repair is listed", `!!document.querySelector('#dg-repairs li[data-target="q-bad/default/0"][data-outcome="ok"]')`)
 	p.waitText("#dg-repairs", "cut 1 records")
-	p.waitText("#dg-ready", "ready")
-	p.waitText("#dg-quarantined", "0")
+	// Exact texts: "ready" is also in "not ready", "0" in "10".
+	p.waitJS("readiness ready", `document.querySelector('#dg-ready').textContent.trim() === 'ready'`)
+	p.waitJS("none quarantined", `document.querySelector('#dg-quarantined').textContent.trim() === '0'`)
 
 	// The API agrees, and a client is served again.
 	a.json("GET", "/admin/api/quarantine", "", 200, &list)

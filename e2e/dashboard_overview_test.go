@@ -32,7 +32,7 @@ func TestDashboardOverview(t *testing.T) {
 	p.waitText("#live", "live")
 	var ov struct{ Totals map[string]uint64 }
 	a.json("GET", "/admin/api/overview", "", 200, &ov)
-	p.waitText("#ov-published", strconv.FormatUint(ov.Totals["published"], 10))
+	p.waitText("#ov-published", grouped(ov.Totals["published"]))
 	if got := p.text("#ov-connections"); got != "1" {
 		t.Fatalf("connections on the page %q, want 1", got)
 	}
@@ -69,7 +69,7 @@ func TestDashboardOverview(t *testing.T) {
 	close(stop)
 	<-done
 	a.json("GET", "/admin/api/overview", "", 200, &ov)
-	p.waitText("#ov-published", strconv.FormatUint(ov.Totals["published"], 10))
+	p.waitText("#ov-published", grouped(ov.Totals["published"]))
 
 	// Attention: ov-orders has messages ready and no consumer (sampled every
 	// 5 s; the page links to the queue).
@@ -115,4 +115,13 @@ func TestDashboardOverview(t *testing.T) {
 	if strings.Contains(p.text("main"), "being built") {
 		t.Fatal("the overview is a placeholder")
 	}
+}
+
+// grouped formats n as the page does (en-US thousands separators).
+func grouped(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -22,6 +22,9 @@ export class ApiError extends Error {
   }
 }
 
+// apiTimeoutMs bounds one API request.
+const apiTimeoutMs = 30_000;
+
 // api sends one request to the admin API and answers the decoded JSON. A
 // body is sent as JSON. A 401 sends the browser to the login page.
 export async function api(method, path, body) {
@@ -30,13 +33,21 @@ export async function api(method, path, body) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
-  let resp;
+  // The API answers within its own deadlines (25 s at most, then 503); a
+  // request still open past apiTimeoutMs is given up, so a stalled broker
+  // cannot pile requests up in a tab.
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), apiTimeoutMs);
+  init.signal = abort.signal;
+  let resp, text;
   try {
     resp = await fetch(path, init);
+    text = await resp.text();
   } catch (e) {
-    throw new ApiError(0, 'unreachable', 'the broker did not answer (' + e.message + ')');
+    throw new ApiError(0, 'unreachable', abort.signal.aborted ? 'the broker did not answer within ' + apiTimeoutMs / 1000 + ' s' : 'the broker did not answer (' + e.message + ')');
+  } finally {
+    clearTimeout(timer);
   }
-  const text = await resp.text();
   let data = null;
   if (text) {
     try { data = JSON.parse(text); } catch (e) { data = { message: text }; }
@@ -198,25 +209,47 @@ export function toast(message, kind) {
   setTimeout(() => t.remove(), kind === 'error' ? 8000 : 4000);
 }
 
-// banner shows (or, with '', hides) the page's alert line.
-export function banner(message) {
+// banner shows (or, with '', withdraws) a message in the page's alert
+// line. Each owner (key; the page's own by default, live() one per family)
+// sets and clears its own message, so one owner never wipes another's; the
+// line shows every standing message and is rewritten only when that
+// changes (role=alert: a rewrite is read out).
+const bannerMessages = new Map();
+export function banner(message, key) {
+  const owner = key || 'page';
+  if (message) bannerMessages.set(owner, message);
+  else bannerMessages.delete(owner);
   const b = document.getElementById('banner');
   if (!b) return;
-  b.hidden = !message;
-  setText(b, message || '');
+  const text = [...bannerMessages.values()].join(' · ');
+  b.hidden = !text;
+  setText(b, text);
 }
 
 // confirmDialog asks a yes/no question in a modal and answers a promise of
 // the choice. label names the confirming button (e.g. "Delete queue").
+// The focus starts on Cancel: one Enter never runs an irreversible action,
+// and the focus goes back where it was when the dialog closes.
 export function confirmDialog(text, label) {
   const d = document.getElementById('confirm');
+  const before = document.activeElement;
+  if (d.open) d.close('cancel'); // a question still open is answered "no"
   setText('confirm-text', text);
   setText('confirm-ok', label || 'Confirm');
   return new Promise((resolve) => {
-    d.addEventListener('close', () => resolve(d.returnValue === 'ok'), { once: true });
+    const onClose = () => {
+      // A close queued by an earlier use of the dialog arrives while this
+      // one is open: not this question's answer.
+      if (d.open) return;
+      d.removeEventListener('close', onClose);
+      if (before && before.isConnected && typeof before.focus === 'function') before.focus();
+      resolve(d.returnValue === 'ok');
+    };
     d.returnValue = '';
+    d.addEventListener('close', onClose);
     d.showModal();
-    document.getElementById('confirm-ok').focus();
+    const cancel = d.querySelector('button[value="cancel"]');
+    if (cancel) cancel.focus();
   });
 }
 
@@ -247,6 +280,9 @@ export function bindForm(form, submit) {
       else values[input.name] = input.value;
     }
     const buttons = form.querySelectorAll('button');
+    // Disabling the focused button drops the focus to <body>: it comes back
+    // once the answer is in.
+    const focused = document.activeElement;
     buttons.forEach((b) => { b.disabled = true; });
     status.className = 'form-status';
     status.textContent = '';
@@ -259,6 +295,7 @@ export function bindForm(form, submit) {
       status.textContent = errorText(err);
     } finally {
       buttons.forEach((b) => { b.disabled = false; });
+      if (focused && focused.isConnected && form.contains(focused) && document.activeElement === document.body) focused.focus();
     }
   });
 }
@@ -351,7 +388,24 @@ export function table(container, columns, opts) {
     // nothing moves no focus and no selection).
     const next = tbody.cloneNode(false);
     append(next, trs);
-    if (!next.isEqualNode(tbody)) tbody.replaceChildren(...next.childNodes);
+    if (next.isEqualNode(tbody)) return;
+    // A focused link or control in a row that is redrawn: the focus moves
+    // to the same control of the row with the same key, if it is still
+    // shown.
+    const a = document.activeElement;
+    let spot = null;
+    if (a && tbody.contains(a)) {
+      const tr = a.closest('tr'), td = a.closest('td');
+      const inCell = [...td.querySelectorAll('a, button, input, select, textarea')].indexOf(a);
+      spot = { key: tr.dataset.key, row: [...tbody.children].indexOf(tr), cell: [...tr.children].indexOf(td), inCell };
+    }
+    tbody.replaceChildren(...next.childNodes);
+    if (spot) {
+      const tr = spot.key !== undefined ? [...tbody.children].find((r) => r.dataset.key === spot.key) : tbody.children[spot.row];
+      const td = tr && tr.children[spot.cell];
+      const target = td && td.querySelectorAll('a, button, input, select, textarea')[spot.inCell];
+      if (target) target.focus();
+    }
   }
 
   // A redraw while the user is on a row's button would replace it under
@@ -498,10 +552,10 @@ export function live(families, onEvent, opts) {
   function failed(family, err) {
     if (opts.onError) { opts.onError(family, err); return; }
     failing.add(family);
-    banner(family + ': ' + errorText(err));
+    banner(family + ': ' + errorText(err), 'live:' + family);
   }
   function answered(family) {
-    if (failing.delete(family) && failing.size === 0 && !opts.onError) banner('');
+    if (failing.delete(family)) banner('', 'live:' + family);
   }
   function deliver(family, data, how) {
     answered(family);
@@ -523,13 +577,25 @@ export function live(families, onEvent, opts) {
     return ok;
   }
 
+  // Polling waits for each round's answers before the next is due (no
+  // stacking behind a slow broker) and tries the stream again every
+  // streamRetryMs, so a broker back from a restart is live again.
+  const streamRetryMs = 30_000;
   function startPolling() {
     if (pollTimer) return;
     setLive('polling');
-    pollTimer = setInterval(async () => {
+    const since = Date.now();
+    const round = async () => {
       const ok = await pollOnce();
+      if (!opts.noStream && window.EventSource && Date.now() - since >= streamRetryMs) {
+        pollTimer = null;
+        startStream();
+        return;
+      }
       setLive(ok ? 'polling' : 'down');
-    }, pollMs);
+      pollTimer = setTimeout(round, pollMs);
+    };
+    pollTimer = setTimeout(round, pollMs);
   }
 
   function startStream() {

@@ -2,7 +2,7 @@
 // each with its generation and a grid of members by partitions: which
 // partitions each member subscribes to and which it owns now. Live over the
 // events stream (family cohorts). The filter is kept in the URL (co.q).
-import { start, live, setText, fmt, el, replace, urlState, queueHref, get, banner, errorText, $ } from '../dash.js';
+import { start, live, setText, fmt, el, replace, urlState, queueHref, get, banner, errorText, $, update } from '../dash.js';
 
 // gridMax: past this many partitions a cohort lists owned partitions as
 // ranges instead of a grid (a 4096-column grid helps nobody).
@@ -90,7 +90,7 @@ function draw() {
   $('#co-none').hidden = cohorts.length > 0;
   const shown = cohorts.filter(matches);
   setText('co-shown', filter ? shown.length + ' of ' + cohorts.length : '');
-  replace($('#co-list'), ...shown.map(cohortPanel),
+  update($('#co-list'), ...shown.map(cohortPanel),
     cohorts.length && !shown.length ? el('p', { class: 'panel empty' }, 'No consumer group matches the filter.') : null);
 }
 

@@ -2,7 +2,7 @@
 // attention items (each linking to where it is fixed), the node's facts and
 // the newest operator actions. Live over the events stream: overview,
 // history, attention, audit.
-import { start, live, setText, fmt, el, replace, lineChart, $ } from '../dash.js';
+import { start, live, setText, fmt, el, lineChart, $, update } from '../dash.js';
 
 // history holds the samples the chart draws (the API keeps 360, 30 min).
 let samples = [];
@@ -51,7 +51,7 @@ function showOverview(ov) {
     ['Partitions loaded', fmt.num(q.loaded_partitions)],
     ...(ov.listeners || []).map((l) => ['Listener ' + l.kind, l.addr]),
   ];
-  replace($('#ov-node'), ...rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v === undefined || v === '' ? '–' : v)]));
+  update($('#ov-node'), ...rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v === undefined || v === '' ? '–' : v)]));
 }
 
 // rates derives the per-second series the chart draws from the samples:
@@ -82,10 +82,10 @@ function showAttention(items) {
   setText('ov-attention-count', items.length === 0 ? 'all clear' : items.length + (items.length === 1 ? ' item' : ' items'));
   $('#ov-attention-count').className = 'badge ' + (items.some((i) => i.severity === 'critical') ? 'critical' : items.length ? 'warning' : 'ok');
   if (items.length === 0) {
-    replace($('#ov-attention'), el('li', { class: 'muted' }, 'Nothing needs attention.'));
+    update($('#ov-attention'), el('li', { class: 'muted' }, 'Nothing needs attention.'));
     return;
   }
-  replace($('#ov-attention'), ...items.map((item) => {
+  update($('#ov-attention'), ...items.map((item) => {
     const [href, what] = fixAt(item);
     return el('li', { dataset: { kind: item.kind } },
       el('span', { class: 'badge ' + item.severity }, item.severity),
@@ -98,10 +98,10 @@ function showAttention(items) {
 function showAudit(entries) {
   const newest = (entries || []).slice(0, 6);
   if (newest.length === 0) {
-    replace($('#ov-audit'), el('li', { class: 'muted' }, 'No operator action since the broker started.'));
+    update($('#ov-audit'), el('li', { class: 'muted' }, 'No operator action since the broker started.'));
     return;
   }
-  replace($('#ov-audit'), ...newest.map((e) => el('li', {},
+  update($('#ov-audit'), ...newest.map((e) => el('li', {},
     el('span', { class: 'badge ' + (e.outcome === 'ok' ? 'ok' : 'warning') }, e.outcome),
     el('span', {}, el('code', {}, e.action), ' ', e.target || '', ' ', el('span', { class: 'muted' }, 'by ' + e.actor + ', ' + fmt.ago(e.at_ms))))));
 }

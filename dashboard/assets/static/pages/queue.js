@@ -80,7 +80,7 @@ function showDLQLink(d) {
   box.dataset.shown = want;
   if (target) {
     const g = norm(target.group);
-    replace(box, el('a', { id: 'qd-dlq', href: '/admin/dlq' + q({ dlq_topic: target.topic, dlq_group: g, source_topic: topic, source_group: norm(group) }) },
+    replace(box, el('a', { id: 'qd-dlq', href: '/admin/dlq' + q({ topic: target.topic, group: g, source: topic + '/' + norm(group) }) },
       'Its dead letters (' + fmt.queue(target.topic, g || 'default') + ')'));
   } else if (d.policy === 'global') {
     replace(box, el('span', { class: 'muted' }, 'Dead letters go to the global DLQ, which is not set: '), el('a', { href: '/admin/settings' }, 'set it'));

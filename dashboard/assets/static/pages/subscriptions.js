@@ -16,8 +16,9 @@ const field = (name, ...children) => el('span', { dataset: { f: name } }, ...chi
 // topicHref: a queue's detail page; streams and cohorts have their pages.
 function topicHref(s) {
   switch (s.kind) {
-    case 'stream': return '/admin/streams' + q({ topic: s.topic });
-    case 'cohort': return '/admin/cohorts' + q({ topic: s.topic, group: s.group && s.group !== 'default' ? s.group : '' });
+    // Those pages filter by their own URL keys (st.q, co.q).
+    case 'stream': return '/admin/streams' + q({ 'st.q': s.topic });
+    case 'cohort': return '/admin/cohorts' + q({ 'co.q': s.topic });
     default: return queueHref(s.topic, s.group);
   }
 }
