@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -124,4 +125,52 @@ func grouped(n uint64) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// TestDashboardConfirmDialogAnswersEachQuestionOnce drives dash.js's
+// confirmDialog in the page: the focus starts on Cancel; a cancelled
+// question is "no"; a question asked while another is open answers that
+// one "no"; a question asked right after a cancel (its close event still
+// queued) is not answered by that cancel; the focus goes back to where it
+// was. Seen failing before the fix: the cancel-then-ask sequence answered
+// [true, true] (a cancelled purge was sent).
+func TestDashboardConfirmDialogAnswersEachQuestionOnce(t *testing.T) {
+	_, _, p := startDashboard(t)
+	p.open("/")
+	p.waitText("#live", "live")
+	var out string
+	p.run("confirm sequences", chromedp.Evaluate(`(async () => {
+		const { confirmDialog } = await import('/static/dash.js');
+		const d = document.getElementById('confirm');
+		const cancel = d.querySelector('button[value="cancel"]'), ok = document.getElementById('confirm-ok');
+		const toggle = document.getElementById('theme-toggle');
+		const tick = () => new Promise(r => setTimeout(r, 50));
+		const got = [];
+		toggle.focus();
+		let a = confirmDialog('one', 'Purge');
+		got.push(document.activeElement === cancel ? 'focus-cancel' : 'focus-' + document.activeElement.id);
+		cancel.click();
+		got.push(await a);
+		await tick();
+		got.push(document.activeElement === toggle ? 'focus-back' : 'focus-lost');
+		a = confirmDialog('two');
+		let b = confirmDialog('three');
+		got.push(await a);
+		ok.click();
+		got.push(await b);
+		await tick();
+		a = confirmDialog('four');
+		cancel.click();
+		b = confirmDialog('five');
+		ok.click();
+		got.push(await a, await b);
+		await tick();
+		got.push(d.open ? 'still-open' : 'closed');
+		return JSON.stringify(got);
+	})()`, &out, func(ep *runtime.EvaluateParams) *runtime.EvaluateParams { return ep.WithAwaitPromise(true) }))
+	want := `["focus-cancel",false,"focus-back",false,true,false,true,"closed"]`
+	if out != want {
+		t.Fatalf("confirm answers %s, want %s", out, want)
+	}
+	p.noErrors()
 }

@@ -229,25 +229,38 @@ export function banner(message, key) {
 // confirmDialog asks a yes/no question in a modal and answers a promise of
 // the choice. label names the confirming button (e.g. "Delete queue").
 // The focus starts on Cancel: one Enter never runs an irreversible action,
-// and the focus goes back where it was when the dialog closes.
+// and the focus goes back where it was when the dialog closes. Each question
+// is answered exactly once: a question asked while another is pending
+// answers that one first (with what the user chose if the dialog has
+// already closed, else "no"), and a close event that arrives while the
+// dialog is open again belongs to an answered question and is ignored.
+let pendingConfirm = null; // {resolve, before}
+let confirmWired = false;
 export function confirmDialog(text, label) {
   const d = document.getElementById('confirm');
-  const before = document.activeElement;
-  if (d.open) d.close('cancel'); // a question still open is answered "no"
+  if (!confirmWired) {
+    confirmWired = true;
+    d.addEventListener('close', () => {
+      if (d.open || !pendingConfirm) return;
+      const { resolve, before } = pendingConfirm;
+      pendingConfirm = null;
+      if (before && before.isConnected && typeof before.focus === 'function') before.focus();
+      resolve(d.returnValue === 'ok');
+    });
+  }
+  let before = document.activeElement;
+  if (pendingConfirm) {
+    const earlier = pendingConfirm;
+    pendingConfirm = null;
+    earlier.resolve(!d.open && d.returnValue === 'ok');
+    before = earlier.before;
+  }
   setText('confirm-text', text);
   setText('confirm-ok', label || 'Confirm');
   return new Promise((resolve) => {
-    const onClose = () => {
-      // A close queued by an earlier use of the dialog arrives while this
-      // one is open: not this question's answer.
-      if (d.open) return;
-      d.removeEventListener('close', onClose);
-      if (before && before.isConnected && typeof before.focus === 'function') before.focus();
-      resolve(d.returnValue === 'ok');
-    };
+    pendingConfirm = { resolve, before };
     d.returnValue = '';
-    d.addEventListener('close', onClose);
-    d.showModal();
+    if (!d.open) d.showModal();
     const cancel = d.querySelector('button[value="cancel"]');
     if (cancel) cancel.focus();
   });
