@@ -163,15 +163,67 @@ type QueueListing struct {
 	Streams []StreamStatus
 }
 
-// rateSamples remembers, per partition, the counters at the last listing:
-// a rate is the change since then over the time since then. Bounded by
-// the catalogue (rebuilt at every listing from what is listed).
+// rateSamples remembers, per partition, the counters at the last rate
+// sample: a rate is the change since then over the time since then. A
+// listing less than rateWindowMinMs after the sample answers the rates of
+// that sample and keeps it as the baseline, so listings from several
+// callers (dashboard tabs, the event tick, fibrilctl) never cut the window
+// into slivers whose rates jump about. Bounded by the catalogue (rebuilt at
+// every sample from what is listed).
 type rateSamples struct {
 	// wanted: a listing or scrape happened; runners observe from then on.
 	wanted atomic.Bool
 	mu     sync.Mutex
 	atMs   int64
 	last   map[core.QueueID][2]uint64
+	rates  map[core.QueueID][2]float64 // publish, deliver per second at the last sample
+}
+
+// rateWindowMinMs is the shortest window a rate is measured over.
+const rateWindowMinMs = 2_000
+
+// rateRound is one listing's pass over the partitions (under s.mu).
+type rateRound struct {
+	s         *rateSamples
+	nowMs     int64
+	resample  bool    // a new sample: the window is long enough (or the first)
+	elapsedS  float64 // the window's length
+	next      map[core.QueueID][2]uint64
+	nextRates map[core.QueueID][2]float64
+}
+
+// round starts a listing's pass at nowMs; the caller holds s.mu.
+func (s *rateSamples) round(nowMs int64) *rateRound {
+	r := &rateRound{s: s, nowMs: nowMs, elapsedS: float64(nowMs-s.atMs) / 1000,
+		resample: s.last == nil || nowMs-s.atMs >= rateWindowMinMs}
+	if r.resample {
+		r.next = make(map[core.QueueID][2]uint64, len(s.last)) // the listed partitions only
+		r.nextRates = make(map[core.QueueID][2]float64, len(s.rates))
+	}
+	return r
+}
+
+// rate answers partition id's publish and deliver rates per second, given
+// its counters now: over the window since the last sample, or the last
+// sample's rates while the window is too short.
+func (r *rateRound) rate(id core.QueueID, published, delivered uint64) (pub, del float64) {
+	if !r.resample {
+		v := r.s.rates[id]
+		return v[0], v[1]
+	}
+	if prev, ok := r.s.last[id]; ok && r.elapsedS > 0 && published >= prev[0] && delivered >= prev[1] {
+		pub, del = float64(published-prev[0])/r.elapsedS, float64(delivered-prev[1])/r.elapsedS
+	}
+	r.next[id] = [2]uint64{published, delivered}
+	r.nextRates[id] = [2]float64{pub, del}
+	return pub, del
+}
+
+// done ends the pass: a new sample replaces the baseline.
+func (r *rateRound) done() {
+	if r.resample {
+		r.s.last, r.s.atMs, r.s.rates = r.next, r.nowMs, r.nextRates
+	}
 }
 
 // ListQueues lists the catalogue with the loaded partitions' counts.
@@ -189,9 +241,7 @@ func (b *Broker) ListQueues(ctx context.Context) (QueueListing, error) {
 	samples := &b.rates
 	samples.mu.Lock()
 	defer samples.mu.Unlock()
-	nowMs := b.clock.nowMs()
-	elapsedS := float64(nowMs-samples.atMs) / 1000
-	next := make(map[core.QueueID][2]uint64, len(samples.last)) // the listed partitions only
+	rates := samples.round(b.clock.nowMs())
 	for _, q := range list.Queues {
 		qs := QueueStatus{Topic: q.Topic, Group: q.Group, Partitions: q.Partitions, DLQ: q.DLQ, MaxRetries: q.MaxRetries, DefaultTTLMs: q.DefaultTTLMs}
 		for p := range q.Partitions {
@@ -200,18 +250,14 @@ func (b *Broker) ListQueues(ctx context.Context) (QueueListing, error) {
 			if q.Loaded[p] {
 				if r := b.host(id); r != nil && b.observed(ctx, r, &ps) {
 					ps.Loaded = true
-					if prev, ok := samples.last[id]; ok && elapsedS > 0 && ps.published >= prev[0] && ps.delivered >= prev[1] {
-						ps.PublishRatePerSec = float64(ps.published-prev[0]) / elapsedS
-						ps.DeliverRatePerSec = float64(ps.delivered-prev[1]) / elapsedS
-					}
-					next[id] = [2]uint64{ps.published, ps.delivered}
+					ps.PublishRatePerSec, ps.DeliverRatePerSec = rates.rate(id, ps.published, ps.delivered)
 				}
 			}
 			qs.Parts = append(qs.Parts, ps)
 		}
 		out.Queues = append(out.Queues, qs)
 	}
-	samples.last, samples.atMs = next, nowMs
+	rates.done()
 	for _, s := range list.Streams {
 		out.Streams = append(out.Streams, StreamStatus{Topic: s.Topic, Partitions: s.Settings.PartitionCount, Settings: s.Settings})
 	}

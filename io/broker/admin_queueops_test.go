@@ -92,3 +92,36 @@ func TestWantObservationsPokesEveryRunnerOnce(t *testing.T) {
 		t.Fatal("observations not switched on")
 	}
 }
+
+// Rates are measured over windows of at least rateWindowMinMs: listings
+// closer together (several dashboard tabs, the event tick, fibrilctl)
+// answer the last window's rates and leave its baseline alone, so a
+// listing between two ticks cannot turn a steady 100/s into slivers.
+func TestListingRatesKeepTheirWindow(t *testing.T) {
+	var s rateSamples
+	id := core.QueueID{Topic: "rates"}
+	list := func(nowMs int64, published, delivered uint64) (float64, float64) {
+		r := s.round(nowMs)
+		pub, del := r.rate(id, published, delivered)
+		r.done()
+		return pub, del
+	}
+	if pub, del := list(0, 0, 0); pub != 0 || del != 0 {
+		t.Fatalf("first listing %v %v", pub, del)
+	}
+	if pub, del := list(2_000, 200, 100); pub != 100 || del != 50 {
+		t.Fatalf("a 2 s window: %v %v", pub, del)
+	}
+	// 300 ms later, another caller: the same rates, whatever moved.
+	if pub, del := list(2_300, 260, 100); pub != 100 || del != 50 {
+		t.Fatalf("a listing inside the window: %v %v", pub, del)
+	}
+	// The next window runs from the last sample (2 s), not from 2.3 s.
+	if pub, del := list(4_000, 400, 300); pub != 100 || del != 100 {
+		t.Fatalf("the next window: %v %v", pub, del)
+	}
+	// A counter that went back (a reload) gives 0, not a huge rate.
+	if pub, _ := list(6_000, 10, 300); pub != 0 {
+		t.Fatalf("a counter reset: %v", pub)
+	}
+}
