@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/security"
 	"github.com/chromedp/chromedp"
 
@@ -242,7 +243,9 @@ func TestDashboardSettings(t *testing.T) {
 // through the page and is the API's at the next version; a change made
 // through the API meanwhile makes the page's set a 409 that names the
 // target in force now, and setting again replaces it; a bad name shows the
-// API's message; Clear asks first and then clears (target null).
+// API's message; Clear asks first and then clears (target null), and the
+// focus comes back (to Clear after a refused clear, to the topic once Clear
+// is off); the "open the queue" link is dash.js's queueHref.
 func TestDashboardSettingsGlobalDLQ(t *testing.T) {
 	_, a, p := startDashboard(t)
 	type dlqState struct {
@@ -265,6 +268,8 @@ func TestDashboardSettingsGlobalDLQ(t *testing.T) {
 		t.Fatalf("after the page set it: %+v", d)
 	}
 	p.waitText("#st-dlq-current", "graveyard")
+	// The link is dash.js's queueHref: no group key for the default group.
+	dlqLink(p, "/admin/queue?topic=graveyard")
 
 	// Changed through the API while the user types a new target.
 	fillIn(p, "#st-dlq-topic", "graveyard2")
@@ -274,6 +279,7 @@ func TestDashboardSettingsGlobalDLQ(t *testing.T) {
 	p.waitText("#st-dlq-status", "someone else set the target to other / g1 (version 2)")
 	p.waitText("#st-dlq-current", "other / g1")
 	p.waitText("#st-dlq-version", "version 2")
+	dlqLink(p, "/admin/queue?topic=other&group=g1")
 	p.click("#st-dlq-set")
 	p.waitText("#st-dlq-status", "set to graveyard2 (version 3)")
 	if d := get(); d.Version != 3 || d.Target == nil || d.Target.Topic != "graveyard2" {
@@ -287,16 +293,140 @@ func TestDashboardSettingsGlobalDLQ(t *testing.T) {
 		t.Fatalf("a bad name changed the target: %+v", d)
 	}
 
-	p.click("#st-dlq-clear")
+	// Clear from the keyboard while someone else changed the target
+	// through the API (the typed topic keeps the page on version 3): the
+	// 409 names the target in force, and the focus is back on Clear, which
+	// stays on (there still is a target).
+	a.json("PUT", "/admin/api/global-dlq", `{"expected_version":3,"target":{"topic":"other2","group":"default"}}`, 200, nil)
+	p.waitText("#st-dlq-newer", "Changed elsewhere to other2 (version 4)")
+	p.eval(`document.getElementById('st-dlq-clear').focus(); document.activeElement.id`, new(string))
+	p.run("Enter on Clear", chromedp.KeyEvent("\r"))
 	p.waitText("#confirm-text", "graveyard2")
 	p.acceptConfirm()
-	p.waitText("#st-dlq-status", "Global dead-letter queue cleared (version 4)")
-	if d := get(); d.Version != 4 || d.Target != nil {
+	p.waitText("#st-dlq-status", "Not changed: someone else set the target to other2 (version 4)")
+	p.waitText("#st-dlq-current", "other2")
+	dlqLink(p, "/admin/queue?topic=other2")
+	focusOn(p, "st-dlq-clear", "after a refused Clear")
+
+	p.click("#st-dlq-clear")
+	p.waitText("#confirm-text", "other2")
+	p.acceptConfirm()
+	p.waitText("#st-dlq-status", "Global dead-letter queue cleared (version 5)")
+	if d := get(); d.Version != 5 || d.Target != nil {
 		t.Fatalf("after the page cleared it: %+v", d)
 	}
 	p.waitText("#st-dlq-current", "none")
 	p.waitJS("Clear is off with no target", `document.getElementById('st-dlq-clear').disabled`)
+	// Clear is off now: the focus goes to the topic, where a new target
+	// is typed, not to the page's body.
+	focusOn(p, "st-dlq-topic", "after the Clear")
 	p.noErrors(400, 409)
+}
+
+// dlqLink checks the global target's "open the queue" link.
+func dlqLink(p *dashPage, want string) {
+	p.t.Helper()
+	var href string
+	p.eval(`(() => { const a = document.querySelector('#st-dlq-current a'); return a ? a.getAttribute('href') : ''; })()`, &href)
+	if href != want {
+		p.t.Errorf("the global target's link is %q, want %q", href, want)
+	}
+}
+
+// focusOn checks that the element with id has the focus (a moment after
+// the page's last change: a focus given back lands at once).
+func focusOn(p *dashPage, id, when string) {
+	p.t.Helper()
+	var got string
+	p.eval(`(() => { const n = document.activeElement; return !n || n === document.body ? 'body' : n.id || n.tagName; })()`, &got)
+	if got != id {
+		p.t.Errorf("%s the focus is on %s, want #%s", when, got, id)
+	}
+}
+
+// failingReads stands for a broker whose first answers fail (a Node call
+// past its deadline answers 503): injected before the page's scripts, it
+// answers the page's first GET /admin/api/runtime-settings with a 503 and
+// every GET /admin/api/global-dlq with a 503, and the event stream's
+// global-dlq events never reach the page. The runtime settings then come
+// from live()'s own read and the stream; the global target stays unread.
+const failingReads = `(() => {
+  const realFetch = window.fetch;
+  const unavailable = (what) => Promise.resolve(new Response(JSON.stringify({code: 'unavailable', message: what + ' did not answer in time (test)'}),
+    {status: 503, headers: {'Content-Type': 'application/json'}}));
+  window.__reads = {runtimeFailed: 0, dlqFailed: 0};
+  window.fetch = function (input, init) {
+    const path = new URL(typeof input === 'string' ? input : input.url, location.href).pathname;
+    const method = ((init && init.method) || 'GET').toUpperCase();
+    if (method === 'GET' && path === '/admin/api/runtime-settings' && window.__reads.runtimeFailed === 0) {
+      window.__reads.runtimeFailed++;
+      return unavailable('the runtime settings');
+    }
+    if (method === 'GET' && path === '/admin/api/global-dlq') {
+      window.__reads.dlqFailed++;
+      return unavailable('the global dead-letter queue');
+    }
+    return realFetch.apply(this, arguments);
+  };
+  const RealES = window.EventSource;
+  window.EventSource = class extends RealES {
+    addEventListener(type, fn, opts) { if (type !== 'global-dlq') super.addEventListener(type, fn, opts); }
+  };
+})();`
+
+// TestDashboardSettingsFirstReadFails: when the page's first read of the
+// runtime settings fails, the form filled later (by live()'s read or the
+// stream) can be applied: Apply is on and a change made through it is in
+// force in the API. While the global target has not been read, setting
+// one says it is still loading (no TypeError) and changes nothing.
+func TestDashboardSettingsFirstReadFails(t *testing.T) {
+	_, a, p := startDashboard(t)
+	p.run("failing first reads", chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := cdppage.AddScriptToEvaluateOnNewDocument(failingReads).Do(ctx)
+		return err
+	}))
+	var st runtimeState
+	a.json("GET", "/admin/api/runtime-settings", "", 200, &st)
+	p.open("/admin/settings")
+	p.waitText("#live", "live")
+	p.waitText("#st-version", fmt.Sprintf("version %d", st.Version))
+	waitInputs(p, st)
+	var failed int
+	p.eval(`window.__reads.runtimeFailed`, &failed)
+	if failed != 1 {
+		t.Fatalf("the page's first read of the runtime settings was not the failed one (%d failed)", failed)
+	}
+
+	var applyOff bool
+	p.eval(`document.getElementById('st-apply').disabled`, &applyOff)
+	if applyOff {
+		t.Errorf("Apply stays off after the form was filled from the stream")
+	} else {
+		fillIn(p, "#st-delivery-expiry-batch-max", "2048")
+		p.click("#st-apply")
+		p.waitText("#st-status", fmt.Sprintf("Applied at version %d", st.Version+1))
+		var after runtimeState
+		a.json("GET", "/admin/api/runtime-settings", "", 200, &after)
+		if after.Version != st.Version+1 || after.Settings["delivery"]["expiry_batch_max"] != float64(2048) {
+			t.Fatalf("after the page's change: %+v", after)
+		}
+	}
+
+	// The global target was never read.
+	p.waitText("#st-dlq-current", "Could not read the global dead-letter queue: unavailable")
+	fillIn(p, "#st-dlq-topic", "graveyard")
+	p.click("#st-dlq-set")
+	p.waitJS("the set is answered", `document.getElementById('st-dlq-status').textContent !== ''`)
+	if got := p.text("#st-dlq-status"); !strings.Contains(got, "still loading") {
+		t.Errorf("setting the target before it was read says %q, want it to say it is still loading", got)
+	}
+	var d struct{ Version uint64 }
+	a.json("GET", "/admin/api/global-dlq", "", 200, &d)
+	if d.Version != 0 {
+		t.Fatalf("a set before the target was read changed it: %+v", d)
+	}
+	p.axe()
+	p.noErrors()
 }
 
 // dialAs answers whether a wire client logs in as user with pw.
@@ -314,8 +444,11 @@ func dialAs(s *server, user, pw string) error {
 // TestDashboardSecurityUsers: users are added, given a new password and
 // removed through the page (the removal after a confirmation), and a wire
 // client's AUTH follows each step: the new user logs in, the old password
-// stops working, the removed user is refused; a bad name shows the API's
-// message; the certificate shown is the API's, served on QUIC but not TCP
+// stops working, the removed user is refused; while a password is changed
+// the name is read-only (no user is added by typing there), Cancel goes
+// back to adding, and a user removed elsewhere ends the change; a bad name
+// shows the API's message and the refused password is not kept; the
+// certificate shown is the API's, served on QUIC but not TCP
 // (no --tcp-tls); admin auth is shown off.
 func TestDashboardSecurityUsers(t *testing.T) {
 	s, a, p := startDashboard(t)
@@ -348,8 +481,20 @@ func TestDashboardSecurityUsers(t *testing.T) {
 	p.jsClick(`#users-table tr[data-key="alice"] button[data-action="password"]`)
 	p.waitJS("the form is set to change alice's password", `document.getElementById('sec-user-name').value === 'alice' &&
 		document.getElementById('sec-user-save').textContent === 'Change password' && document.activeElement.id === 'sec-user-password'`)
+	// Changing a password never adds a user: the name is read-only then
+	// (what a person types into it is dropped).
+	var readOnly bool
+	p.eval(`document.getElementById('sec-user-name').readOnly`, &readOnly)
+	if !readOnly {
+		t.Errorf("the name stays editable while changing alice's password")
+	}
+	p.run("type into the name", chromedp.SendKeys("#sec-user-name", "x", chromedp.ByQuery))
 	fillIn(p, "#sec-user-password", "second-pw")
 	p.click("#sec-user-save")
+	p.waitJS("the change is answered", `document.getElementById('sec-user-status').textContent !== ''`)
+	if status, body := a.do("GET", "/admin/api/users", ""); status != 200 || strings.Contains(body, `"alicex"`) {
+		t.Errorf("changing alice's password added a user: %d %s", status, body)
+	}
 	p.waitText("#sec-user-status", "Changed the password of alice")
 	if err := dialAs(s, "alice", "first-pw"); err == nil {
 		t.Fatal("alice's old password still works after the page changed it")
@@ -358,10 +503,34 @@ func TestDashboardSecurityUsers(t *testing.T) {
 		t.Fatalf("alice's new password: %v", err)
 	}
 
+	// Back to adding: Cancel leaves the password mode, the name editable.
+	p.jsClick(`#users-table tr[data-key="alice"] button[data-action="password"]`)
+	p.waitText("#sec-user-save", "Change password")
+	p.click("#sec-user-cancel")
+	p.waitJS("the form adds users again", `document.getElementById('sec-user-save').textContent === 'Add user' &&
+		!document.getElementById('sec-user-name').readOnly && document.getElementById('sec-user-name').value === '' &&
+		document.getElementById('sec-user-cancel').hidden`)
+
 	fillIn(p, "#sec-user-name", "has space")
 	fillIn(p, "#sec-user-password", "x")
 	p.click("#sec-user-save")
 	p.waitText("#sec-user-status", "bad_name")
+	// No password is kept, a refused one either.
+	var pw string
+	p.eval(`document.getElementById('sec-user-password').value`, &pw)
+	if pw != "" {
+		t.Errorf("the password field still holds %q after the API refused it", pw)
+	}
+
+	// The user whose password is being changed is removed elsewhere: the
+	// form goes back to adding (a "change" would add it back).
+	a.json("POST", "/admin/api/users", `{"name":"bob","password":"bob-pw"}`, 200, nil)
+	p.waitJS("bob is listed", `!!document.querySelector('#users-table tr[data-key="bob"]')`)
+	p.jsClick(`#users-table tr[data-key="bob"] button[data-action="password"]`)
+	p.waitText("#sec-user-hint", "Changing the password of bob")
+	a.json("DELETE", "/admin/api/users/bob", "", 200, nil)
+	p.waitText("#sec-user-status", "User bob was removed elsewhere; its password was not changed.")
+	p.waitJS("the form adds users again", `document.getElementById('sec-user-save').textContent === 'Add user' && !document.getElementById('sec-user-name').readOnly`)
 
 	p.shots("security")
 	p.axe()

@@ -3,7 +3,10 @@
 // admin auth is on (from GET /admin/api/startup-config: what this process
 // started with) and the wire-protocol users (GET|POST /admin/api/users,
 // DELETE /admin/api/users/{name}). No password is ever shown or kept: the
-// form's password field is emptied once the API has answered.
+// form's password field is emptied once the API has answered, a refusal
+// too. "Change password" is for the user picked in the table only: the
+// name is read-only then (the same POST would otherwise add whatever name
+// was typed), and Cancel goes back to adding users.
 import { start, live, get, post, del, el, replace, setText, fmt, table, bindForm, confirmDialog, toast, banner, errorText, ApiError, addCommand, $ } from '../dash.js';
 
 const dayMs = 86_400_000;
@@ -127,18 +130,24 @@ let editing = '';
 function editUser(name) {
   editing = name;
   $('#sec-user-name').value = name;
+  $('#sec-user-name').readOnly = true;
   setText('sec-user-save', 'Change password');
+  setText('sec-user-hint', 'Changing the password of ' + name + ': it takes effect for its next AUTH; sessions already open keep running. Cancel to add a user instead.');
   $('#sec-user-cancel').hidden = false;
   setText('sec-user-status', '');
   $('#sec-user-password').value = '';
   $('#sec-user-password').focus();
 }
 
+const addHint = 'A new name adds a user; an existing name gets the new password. Either takes effect for the next AUTH; sessions already open keep running.';
+
 function stopEditing() {
   editing = '';
   $('#sec-user-name').value = '';
+  $('#sec-user-name').readOnly = false;
   $('#sec-user-password').value = '';
   setText('sec-user-save', 'Add user');
+  setText('sec-user-hint', addHint);
   $('#sec-user-cancel').hidden = true;
 }
 
@@ -169,6 +178,13 @@ async function loadUsers() {
 
 function showUsers(users) {
   usersTable.update(users);
+  // The user whose password was being changed was removed elsewhere: a
+  // "change" now would add it back.
+  if (editing && !users.some((u) => u.name === editing)) {
+    const gone = editing;
+    stopEditing();
+    setText('sec-user-status', 'User ' + gone + ' was removed elsewhere; its password was not changed.');
+  }
   const hasFibril = users.some((u) => u.name === 'fibril');
   setText('sec-default-login', conf('auth.allow_default_loopback') && !hasFibril
     ? 'While no user is named fibril, clients on loopback may also log in as fibril / fibril (auth.allow_default_loopback).' : '');
@@ -182,12 +198,17 @@ start(async () => {
       el('button', { type: 'button', class: 'danger small', 'aria-label': 'Remove ' + u.name, dataset: { action: 'remove' }, onclick: () => removeUser(u.name) }, 'Remove')) },
   ], { id: 'users', filter: true, filterLabel: 'Filter users', filterPlaceholder: 'Filter users…', empty: 'No user yet: add one above.', rowKey: (u) => u.name, sort: 'name' });
   bindForm($('#sec-user-form'), async (v) => {
-    const got = await post('/admin/api/users', { name: v.name.trim(), password: v.password });
+    let got;
+    try {
+      got = await post('/admin/api/users', { name: (editing || v.name).trim(), password: v.password });
+    } finally {
+      $('#sec-user-password').value = '';
+    }
     stopEditing();
     await loadUsers();
     return got.created ? 'Added user ' + got.name + '; it can log in at once.' : 'Changed the password of ' + got.name + '; the old one no longer works.';
   });
-  $('#sec-user-cancel').addEventListener('click', () => { stopEditing(); setText('sec-user-status', ''); });
+  $('#sec-user-cancel').addEventListener('click', () => { stopEditing(); setText('sec-user-status', ''); $('#sec-user-name').focus(); });
   $('#sec-reload').addEventListener('click', reload);
   addCommand({ label: 'Reload the TLS certificate', kind: 'action', href: '/admin/security#sec-cert-title' });
   addCommand({ label: 'Add a user', kind: 'action', href: '/admin/security#sec-users-title' });

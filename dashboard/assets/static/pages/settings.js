@@ -8,7 +8,7 @@
 // and applying again names the new version. Nothing here refreshes under
 // the user's hands: a form shows what was read until it is applied,
 // refused or discarded.
-import { start, live, get, put, el, replace, setText, fmt, table, urlState, bindForm, confirmDialog, toast, banner, errorText, ApiError, addCommand, $ } from '../dash.js';
+import { start, live, get, put, el, replace, setText, fmt, queueHref, table, urlState, bindForm, confirmDialog, toast, banner, errorText, ApiError, addCommand, $ } from '../dash.js';
 
 // keyInfo is what the page knows of each runtime key beyond the API's
 // answer: a label, the range (docs/runtime-settings.md, the same bounds
@@ -113,6 +113,9 @@ function buildForm(state) {
       fields));
   }
   replace($('#st-groups'), ...groups);
+  // Apply is off while there is no form (the first read failed); the
+  // form may come later, from live()'s read or the stream.
+  $('#st-apply').disabled = false;
 }
 
 // setBase takes state as what the form shows and the next PUT names.
@@ -280,7 +283,7 @@ function showDLQ(state) {
   setText('st-dlq-version', 'version ' + state.version);
   const t = state.target;
   const node = $('#st-dlq-current');
-  if (t) replace(node, el('code', {}, fmt.queue(t.topic, t.group)), ' ', el('a', { href: '/admin/queue?topic=' + encodeURIComponent(t.topic) + (t.group ? '&group=' + encodeURIComponent(t.group) : '') }, 'open the queue'));
+  if (t) replace(node, el('code', {}, fmt.queue(t.topic, t.group)), ' ', el('a', { href: queueHref(t.topic, t.group) }, 'open the queue'));
   else replace(node, el('span', { class: 'muted' }, 'none: a queue with the policy global discards what it dead-letters'));
   $('#st-dlq-clear').disabled = !t;
 }
@@ -288,6 +291,9 @@ function showDLQ(state) {
 const targetText = (t) => (t ? fmt.queue(t.topic, t.group) : 'none');
 
 async function putDLQ(target) {
+  // A PUT names the version it replaces: none to name before the target
+  // has been read (the first read failed and the stream has not told yet).
+  if (!dlq) throw new Error('The global dead-letter queue is still loading: nothing was changed; try again once its target shows.');
   try {
     showDLQ(await put('/admin/api/global-dlq', { expected_version: dlq.version, target }));
   } catch (err) {
@@ -302,24 +308,30 @@ async function putDLQ(target) {
   return target ? 'Global dead-letter queue set to ' + targetText(target) + ' (version ' + dlq.version + ').' : 'Global dead-letter queue cleared (version ' + dlq.version + ').';
 }
 
-// formStatus runs fn for the Clear button (outside bindForm, it asks first)
-// and says the outcome in the form's status line; fn answering null (the
-// user said no) leaves the line as it was.
-async function formStatus(statusId, button, fn) {
-  const status = document.getElementById(statusId);
+// clearDLQ is the Clear button (outside bindForm: it asks first). The
+// question is asked while the button still has the focus, so the dialog
+// gives it back there; the button is off only while the PUT is out. The
+// outcome goes to the form's status line, and the focus, which the
+// disabled button dropped, comes back to Clear, or to the topic when Clear
+// is off (no target left).
+async function clearDLQ(button) {
+  const status = $('#st-dlq-status');
+  const say = (kind, text) => { status.className = 'form-status' + (kind ? ' form-' + kind : ''); status.textContent = text; };
+  if (!dlq) { say('error', 'The global dead-letter queue is still loading: there is nothing to clear yet.'); return; }
+  if (!dlq.target) { say('ok', 'There is no target to clear.'); return; }
+  const ok = await confirmDialog('Clear the global dead-letter queue (now ' + targetText(dlq.target) +
+    ')? Queues whose dead-letter policy is global will discard what they dead-letter.', 'Clear target');
+  if (!ok) return;
   button.disabled = true;
-  status.className = 'form-status';
-  status.textContent = '';
+  say('', '');
   try {
-    const msg = await fn();
-    if (msg === null) return;
-    status.className = 'form-status form-ok';
-    status.textContent = msg;
+    say('ok', await putDLQ(null));
   } catch (err) {
-    status.className = 'form-status form-error';
-    status.textContent = errorText(err);
+    say('error', errorText(err));
   } finally {
     button.disabled = !(dlq && dlq.target);
+    const lost = !document.activeElement || document.activeElement === document.body;
+    if (lost) (button.disabled ? $('#st-dlq-topic') : button).focus();
   }
 }
 
@@ -368,12 +380,7 @@ start(async () => {
   bindForm(form, applyRuntime);
   $('#st-reset').addEventListener('click', discard);
   bindForm($('#st-dlq-form'), (v) => putDLQ({ topic: v.topic.trim(), group: v.group.trim() }));
-  $('#st-dlq-clear').addEventListener('click', (ev) => formStatus('st-dlq-status', ev.currentTarget, async () => {
-    if (!dlq || !dlq.target) return 'There is no target to clear.';
-    const ok = await confirmDialog('Clear the global dead-letter queue (now ' + targetText(dlq.target) +
-      ')? Queues whose dead-letter policy is global will discard what they dead-letter.', 'Clear target');
-    return ok ? putDLQ(null) : null;
-  }));
+  $('#st-dlq-clear').addEventListener('click', (ev) => clearDLQ(ev.currentTarget));
   bindForm($('#st-log-form'), async (v) => {
     const got = await put('/admin/api/log-level', { level: v.level });
     setText('st-log-current', got.level);
