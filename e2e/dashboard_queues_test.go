@@ -542,16 +542,19 @@ func TestDashboardQueueDetail(t *testing.T) {
 	qsFill(p, "#qd-s-retries", strconv.Itoa(defaultRetries))
 	qsFill(p, "#qd-s-ttl", "30000")
 	p.jsClick("#qd-s-save")
-	p.waitText("#qd-settings-form .form-status", "Saved: default TTL 30 s.")
-	if d, c := qsAudit(a, "queue.dlq", target), qsAudit(a, "queue.create", target)-creates; d != 0 || c != 1 {
-		t.Fatalf("a TTL change sent %d PUT queue-dlq and %d re-declares, want 0 and 1", d, c)
-	}
+	p.waitJS("the save answered", `document.querySelector('#qd-settings-form .form-status').classList.contains('form-ok')`)
 	var probe struct {
 		DLQ map[string]any `json:"dlq"`
 	}
 	a.json("PUT", "/admin/api/queue-dlq", `{"topic":"qd-orders","policy":"discard"}`, 200, &probe)
 	if _, pinned := probe.DLQ["max_retries"]; pinned {
 		t.Fatalf("max_retries pinned by a save that did not change it: %v", probe.DLQ)
+	}
+	if d, c := qsAudit(a, "queue.dlq", target)-1, qsAudit(a, "queue.create", target)-creates; d != 0 || c != 1 {
+		t.Fatalf("a TTL change sent %d PUT queue-dlq and %d re-declares, want 0 and 1", d, c)
+	}
+	if msg := status(); !strings.HasPrefix(msg, "Saved: default TTL 30 s.") {
+		t.Fatalf("the save says %q", msg)
 	}
 
 	// A dead-letter target equal to the queue is refused with the API's
