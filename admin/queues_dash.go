@@ -6,6 +6,9 @@ package admin
 //   - the family's value is GET /admin/api/queues's answer, built by the
 //     same queueListing, so a page fed by the stream and one fed by polling
 //     show the same numbers (a handler test compares the two);
+//   - the listing carries at_ms, the broker's clock when the counts were
+//     read: the same clock as the backlog history's points, so a page
+//     charts both on one time axis whatever the browser's clock says;
 //   - the backlog history is a read-only copy of what the attention
 //     sampler already keeps (surface.go, backlogTracker): nothing is sampled
 //     for it, and the answer is bounded by attentionQueuesMax queues times
@@ -14,6 +17,10 @@ package admin
 import (
 	"context"
 	"net/http"
+	"strings"
+	"time"
+
+	"github.com/fibril-go/fibril/core"
 )
 
 // backlogPointsMax bounds the points one queue's history answers: the
@@ -39,7 +46,7 @@ func (s *Server) queueListing(ctx context.Context) (map[string]any, error) {
 	for i := range list.Queues {
 		out = append(out, queueJSON(&list.Queues[i], b.DefaultMaxRetries()))
 	}
-	return map[string]any{"queues": out}, nil
+	return map[string]any{"queues": out, "at_ms": time.Now().UnixMilli()}, nil
 }
 
 // backlogHistory copies the tracker's points: per queue key (topic + "/" +
@@ -70,10 +77,28 @@ func init() {
 			if _, err := backend[Source](s); err != nil {
 				return err
 			}
+			queues := s.surf.backlog.history()
+			// ?key=topic/group: one queue's history (the Queue page's),
+			// not every queue's.
+			if key, ok := r.URL.Query()["key"]; ok {
+				topic, group, found := strings.Cut(key[0], "/")
+				if !found {
+					return problem(http.StatusBadRequest, "bad_parameter", "key %q: want topic/group (the default group spelled \"\", as in \"orders/\")", key[0])
+				}
+				if err := checkQueueName("key", topic, group); err != nil {
+					return err
+				}
+				k := topic + "/" + core.NormalizeGroup(group)
+				one := map[string][][2]int64{}
+				if pts, ok := queues[k]; ok {
+					one[k] = pts
+				}
+				queues = one
+			}
 			writeJSON(w, http.StatusOK, map[string]any{
 				"interval_ms": historyIntervalMs, "window_ms": backlogWindowMaxMs,
 				"queues_max": attentionQueuesMax, "points_max": backlogPointsMax,
-				"queues": s.surf.backlog.history(),
+				"queues": queues,
 			})
 			return nil
 		}))

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fibril-go/fibril/io/broker"
 )
@@ -80,6 +82,33 @@ func TestQueueBacklogHistoryIsTheSamplersBounded(t *testing.T) {
 			t.Fatalf("points out of order at %d: %v", i, a[i-1:i+1])
 		}
 	}
+	// ?key=: one queue's points only, keyed as in the full answer (the
+	// default group spelled "" or "default"); a queue without history
+	// answers no key; a key that is not topic/group is refused.
+	for _, k := range []string{"a/", "a/default"} {
+		rec := do(t, s.Handler(), http.MethodGet, "/admin/api/queue-backlog?key="+url.QueryEscape(k))
+		var one backlogAnswer
+		decodeInto(t, rec, &one)
+		if len(one.Queues) != 1 || len(one.Queues["a/"]) != backlogPointsMax || one.PointsMax != backlogPointsMax {
+			t.Fatalf("?key=%s: %d queues %v", k, len(one.Queues), one.Queues["a/"][:1])
+		}
+	}
+	rec := do(t, s.Handler(), http.MethodGet, "/admin/api/queue-backlog?key=b%2Fg1")
+	var one backlogAnswer
+	decodeInto(t, rec, &one)
+	if len(one.Queues) != 1 || len(one.Queues["b/g1"]) == 0 {
+		t.Fatalf("?key=b/g1: %v", one.Queues)
+	}
+	rec = do(t, s.Handler(), http.MethodGet, "/admin/api/queue-backlog?key=nope%2F")
+	one = backlogAnswer{}
+	decodeInto(t, rec, &one)
+	if rec.Code != http.StatusOK || len(one.Queues) != 0 {
+		t.Fatalf("?key=nope/: %d %v", rec.Code, one.Queues)
+	}
+	for bad, code := range map[string]string{"a": "bad_parameter", "bad..name%2F": "bad_name", "%2Fg1": "bad_name"} {
+		wantJSONError(t, do(t, s.Handler(), http.MethodGet, "/admin/api/queue-backlog?key="+bad), http.StatusBadRequest, code)
+	}
+
 	f.ready = f.ready[1:] // a unloaded
 	s.sampleOnce(t0 + 906_000)
 	if got := getBacklog(t, s); got.Queues["a/"] != nil || len(got.Queues["b/g1"]) == 0 {
@@ -98,18 +127,29 @@ func TestQueuesEventFamilyIsTheListing(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("list = %d", rec.Code)
 	}
+	before := time.Now().UnixMilli()
 	frame := string(s.serializeFamily(context.Background(), "queues"))
+	after := time.Now().UnixMilli()
 	data, ok := strings.CutPrefix(frame, "event: queues\ndata: ")
 	if !ok {
 		t.Fatalf("frame %q", frame)
 	}
-	var fromEvent, fromList any
+	var fromEvent, fromList map[string]any
 	if err := json.Unmarshal([]byte(strings.TrimSpace(data)), &fromEvent); err != nil {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &fromList); err != nil {
 		t.Fatal(err)
 	}
+	// Both carry at_ms, the broker's clock at the listing (the listing
+	// was read just before the event: at most as late as it).
+	eventAt, _ := fromEvent["at_ms"].(float64)
+	listAt, _ := fromList["at_ms"].(float64)
+	if int64(eventAt) < before || int64(eventAt) > after || listAt <= 0 || int64(listAt) > int64(eventAt) {
+		t.Fatalf("at_ms: event %v (want within [%d, %d]), listing %v", fromEvent["at_ms"], before, after, fromList["at_ms"])
+	}
+	delete(fromEvent, "at_ms")
+	delete(fromList, "at_ms")
 	a, _ := json.Marshal(fromEvent)
 	b, _ := json.Marshal(fromList)
 	if !bytes.Equal(a, b) {

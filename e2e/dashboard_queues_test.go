@@ -61,6 +61,34 @@ func dashQueues(a *adminClient) map[string]dashQueue {
 	return m
 }
 
+// qsAudit counts the audit ring's entries of action on target (e.g.
+// "queue.delete", "qs-held/default"): the requests the broker carried out
+// or refused, whoever sent them.
+func qsAudit(a *adminClient, action, target string) int {
+	a.t.Helper()
+	var out struct {
+		Entries []struct{ Action, Target string }
+	}
+	a.json("GET", "/admin/api/audit", "", 200, &out)
+	n := 0
+	for _, e := range out.Entries {
+		if e.Action == action && e.Target == target {
+			n++
+		}
+	}
+	return n
+}
+
+// qsSkewClock sets the tab's Date.now() off the broker's by skewMs from
+// the next page on: the pages must chart on the broker's clock.
+func qsSkewClock(p *dashPage, skewMs int64) {
+	p.run("skew the browser clock", chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := cdppage.AddScriptToEvaluateOnNewDocument(fmt.Sprintf(`(() => { const real = Date.now.bind(Date);
+			Date.now = () => real() + %d; })();`, skewMs)).Do(ctx)
+		return err
+	}))
+}
+
 // num is fmt.num of the page for the small counts the tests make.
 func qsNum(n int64) string { return strconv.FormatInt(n, 10) }
 
@@ -94,6 +122,10 @@ func holdInflight(t *testing.T, c *client.Client, topic string, n int) {
 // checked through the API; a named group's link opens its Queue page.
 func TestDashboardQueues(t *testing.T) {
 	s, a, p := startDashboard(t, "--lease-ms", "60000")
+	// The browser's clock an hour behind the broker's: the live points
+	// (the listing's at_ms) still follow the history (seen failing with
+	// Date.now() points: all older than the history, all dropped).
+	qsSkewClock(p, -3_600_000)
 	// A fresh broker: no queue, said so.
 	p.open("/admin/queues")
 	p.waitText("#qs-table td.empty", "No queue is declared yet")
@@ -228,20 +260,26 @@ func TestDashboardQueues(t *testing.T) {
 	p.waitText(rowSel("qs-orders")+` [data-f="ready"]`, "0")
 
 	// A delete cancelled in the dialog deletes nothing.
+	// dash.js's confirmDialog: the focus starts on Cancel.
 	p.jsClick(`#qs-table tr[data-key="qs-wide/g1"] button[data-act="delete"]`)
 	p.waitJS("the confirm dialog opens", `document.getElementById('confirm').open`)
+	p.waitJS("the focus on Cancel", `document.activeElement === document.querySelector('#confirm button[value="cancel"]')`)
 	p.shots("queues-confirm")
 	p.click(`#confirm button[value="cancel"]`)
 	p.waitJS("the dialog closes", `!document.getElementById('confirm').open`)
 	if _, ok := dashQueues(a)["qs-wide/g1"]; !ok {
 		t.Fatal("a cancelled delete deleted the queue")
 	}
+	if n := qsAudit(a, "queue.delete", "qs-wide/g1"); n != 0 {
+		t.Fatalf("a cancelled delete sent %d delete requests", n)
+	}
 
 	// Delete qs-held while two are inflight: the broker refuses (409
 	// in_use) and the page shows its message; the queue stays. The delete
 	// is asked, cancelled and asked again in one script, before the
 	// cancel's close event is dispatched: the second ask must still be
-	// answered by its own button (lib/queues.js confirmAction).
+	// answered by its own button, and the cancelled one sends nothing:
+	// the audit ring has exactly one delete of qs-held (the second ask's).
 	var asked bool
 	p.eval(`(() => { const del = document.querySelector('`+rowSel("qs-held")+` button[data-act="delete"]');
 		del.click(); document.querySelector('#confirm button[value="cancel"]').click(); del.click();
@@ -251,6 +289,10 @@ func TestDashboardQueues(t *testing.T) {
 	}
 	p.acceptConfirm()
 	p.waitText("#banner", "was not deleted")
+	time.Sleep(500 * time.Millisecond) // a second request, if any, is in
+	if n := qsAudit(a, "queue.delete", "qs-held/default"); n != 1 {
+		t.Fatalf("ask, cancel, ask and confirm sent %d delete requests of qs-held, want 1 (the cancelled ask must send none)", n)
+	}
 	status, body := a.do("POST", "/admin/api/queues/delete", `{"topic":"qs-held"}`)
 	if status != 409 || !strings.Contains(body, "in_use") {
 		t.Fatalf("the API's delete of qs-held = %d %s", status, body)
@@ -348,6 +390,26 @@ func TestDashboardQueueDetail(t *testing.T) {
 		return len(backlog.Queues["qd-orders/"]) > 0
 	})
 	historyPoints := len(backlog.Queues["qd-orders/"])
+	historyFirst := backlog.Queues["qd-orders/"][0][0]
+
+	// The browser's clock an hour ahead of the broker's: the history must
+	// stay (seen failing with Date.now() points: the first live point,
+	// "an hour later", pushed every history point out of the 10 min
+	// window). And a fetch the test can make the broker's refusal of: the
+	// TTL's re-declare (POST /admin/api/queues) answers 503 while
+	// window.__qdRefuse is set.
+	qsSkewClock(p, 3_600_000)
+	p.run("refusable re-declare", chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := cdppage.AddScriptToEvaluateOnNewDocument(`(() => { const real = window.fetch.bind(window);
+			window.fetch = (input, init) => {
+				if (window.__qdRefuse && init && init.method === 'POST' && String(input) === '/admin/api/queues') {
+					return Promise.resolve(new Response(JSON.stringify({code: 'not_ready', message: 'refused by the test'}),
+						{status: 503, headers: {'Content-Type': 'application/json'}}));
+				}
+				return real(input, init);
+			}; })();`).Do(ctx)
+		return err
+	}))
 
 	p.open("/admin/queue?topic=qd-orders")
 	p.waitText("#qd-inflight", "2")
@@ -355,9 +417,33 @@ func TestDashboardQueueDetail(t *testing.T) {
 		const n = document.querySelector('#qd-chart'), l = n.querySelector('polyline[data-series="ready"]');
 		return !!l && Number(n.dataset.history) >= %d && l.getAttribute('points').split(' ').length > Number(n.dataset.history);
 	})()`, historyPoints))
-	var chartPoints int
-	p.eval(`document.querySelector('#qd-chart polyline[data-series="ready"]').getAttribute('points').split(' ').length`, &chartPoints)
 	p.waitText("#live", "live")
+	// Two live ticks in (inflight has only live points), the chart still
+	// starts at the broker's first sample.
+	p.waitJS("two live points", `(() => { const l = document.querySelector('#qd-chart polyline[data-series="inflight"]');
+		return !!l && l.getAttribute('points').split(' ').length >= 2; })()`)
+	var first string
+	p.eval(`document.getElementById('qd-chart').dataset.first`, &first)
+	if first != strconv.FormatInt(historyFirst, 10) {
+		t.Fatalf("the chart starts at %s, the broker's history at %d: history dropped", first, historyFirst)
+	}
+	// The queue's history only: one request, with ?key=.
+	var backlogReqs []string
+	p.eval(`performance.getEntriesByType('resource').map(e => e.name).filter(n => n.includes('/admin/api/queue-backlog'))`, &backlogReqs)
+	if len(backlogReqs) != 1 || !strings.HasSuffix(backlogReqs[0], "/admin/api/queue-backlog?key=qd-orders%2F") {
+		t.Fatalf("the page's backlog requests: %v", backlogReqs)
+	}
+	// The settings list is kept across ticks that change nothing (update,
+	// not a rebuild): a node marked now is still there two ticks later.
+	var inflightPts int
+	p.eval(`document.getElementById('qd-set-policy').qdMark = true;
+		document.querySelector('#qd-chart polyline[data-series="inflight"]').getAttribute('points').split(' ').length`, &inflightPts)
+	p.waitJS("two more ticks", fmt.Sprintf(`document.querySelector('#qd-chart polyline[data-series="inflight"]').getAttribute('points').split(' ').length >= %d`, inflightPts+2))
+	var kept bool
+	p.eval(`document.getElementById('qd-set-policy').qdMark === true`, &kept)
+	if !kept {
+		t.Fatal("the settings list was rebuilt on a tick that changed nothing")
+	}
 	api := dashQueues(a)["qd-orders/"]
 	for id, v := range map[string]int64{"#qd-ready": api.Ready, "#qd-inflight": api.Inflight, "#qd-delayed": api.Delayed,
 		"#qd-pending-dlq": api.PendingDLQ, "#qd-consumers": api.Consumers} {
@@ -399,29 +485,138 @@ func TestDashboardQueueDetail(t *testing.T) {
 		t.Fatalf("consumers on the page %v, the API's subscriptions of the queue %v", gotSubs, wantSubs)
 	}
 
-	// The chart moves: more published, the ready line gains points and
-	// the page's count follows.
+	// The chart moves with the traffic: more published, the ready line's
+	// newest value is the API's new count (the chart's title says each
+	// line's newest value) and it is drawn above every earlier point
+	// (SVG y grows downwards). A tick alone adds points, not this.
+	readyBefore := dashQueues(a)["qd-orders/"].Ready
+	var title string
+	p.eval(`document.querySelector('#qd-chart title').textContent`, &title)
+	if !strings.HasPrefix(title, "ready "+qsNum(readyBefore)+",") {
+		t.Fatalf("the chart says %q before the traffic, the API has %d ready", title, readyBefore)
+	}
 	for i := range 4 {
 		publishText(t, c, "qd-orders", "more "+strconv.Itoa(i))
 	}
-	p.waitJS("the chart gains a point", fmt.Sprintf(`document.querySelector('#qd-chart polyline[data-series="ready"]').getAttribute('points').split(' ').length > %d`, chartPoints))
-	p.waitText("#qd-ready", qsNum(dashQueues(a)["qd-orders/"].Ready))
+	readyAfter := dashQueues(a)["qd-orders/"].Ready
+	if readyAfter != readyBefore+4 {
+		t.Fatalf("ready %d after 4 more published, was %d", readyAfter, readyBefore)
+	}
+	p.waitJS("the ready line rises to the new count", fmt.Sprintf(`(() => {
+		const n = document.querySelector('#qd-chart');
+		if (!n.querySelector('title').textContent.startsWith('ready %d,')) return false;
+		const ys = n.querySelector('polyline[data-series="ready"]').getAttribute('points').split(' ').map(pt => Number(pt.split(',')[1]));
+		return ys.length > 1 && ys.slice(0, -1).every(y => y > ys[ys.length - 1]); })()`, readyAfter))
+	p.waitText("#qd-ready", qsNum(readyAfter))
 
-	// Settings: a dead-letter target equal to the queue is refused with
-	// the API's message; then a custom target, retries and a TTL, saved
-	// through the page and read back from the API.
+	// Settings. Numbers are checked before anything is sent: a changed
+	// policy with a bad TTL sends nothing (seen failing: the policy was
+	// PUT, then the TTL refused), nor does a fractional max retries.
+	api = dashQueues(a)["qd-orders/"]
+	defaultRetries := api.DLQ.MaxRetries // never set: the broker's default
+	const target = "qd-orders/default"
+	sent := func() int { return qsAudit(a, "queue.dlq", target) + qsAudit(a, "queue.create", target) }
+	status := func() string { return p.text("#qd-settings-form .form-status") }
+	sentBefore := sent()
+	p.run("policy global", qsSelect("#qd-s-policy", "global"))
+	qsFill(p, "#qd-s-ttl", "-5")
+	p.jsClick("#qd-s-save")
+	p.waitText("#qd-settings-form .form-status", "Nothing sent: Default TTL (ms) must be a whole number")
+	qsFill(p, "#qd-s-ttl", "0")
+	qsFill(p, "#qd-s-retries", "2.5")
+	p.jsClick("#qd-s-save")
+	p.waitText("#qd-settings-form .form-status", "Nothing sent: Max retries must be a whole number")
+	if n := sent(); n != sentBefore {
+		t.Fatalf("%d settings requests sent with bad numbers", n-sentBefore)
+	}
+	if q := dashQueues(a)["qd-orders/"]; q.DLQ.Policy != "discard" || q.DLQ.MaxRetries != defaultRetries || q.DefaultTTLMs != 0 {
+		t.Fatalf("settings changed by a refused form: %+v", q.DLQ)
+	}
+
+	// Only what changed is sent: the TTL alone is one re-declare, and
+	// max_retries, never set, stays unset (following the broker's
+	// default): PUT queue-dlq without max_retries answers it only when the
+	// queue has its own (seen failing: the form pinned the default).
+	creates := qsAudit(a, "queue.create", target) // the test's own declare
+	p.run("policy discard", qsSelect("#qd-s-policy", "discard"))
+	qsFill(p, "#qd-s-retries", strconv.Itoa(defaultRetries))
+	qsFill(p, "#qd-s-ttl", "30000")
+	p.jsClick("#qd-s-save")
+	p.waitJS("the save answered", `document.querySelector('#qd-settings-form .form-status').classList.contains('form-ok')`)
+	var probe struct {
+		DLQ map[string]any `json:"dlq"`
+	}
+	a.json("PUT", "/admin/api/queue-dlq", `{"topic":"qd-orders","policy":"discard"}`, 200, &probe)
+	if _, pinned := probe.DLQ["max_retries"]; pinned {
+		t.Fatalf("max_retries pinned by a save that did not change it: %v", probe.DLQ)
+	}
+	if d, c := qsAudit(a, "queue.dlq", target)-1, qsAudit(a, "queue.create", target)-creates; d != 0 || c != 1 {
+		t.Fatalf("a TTL change sent %d PUT queue-dlq and %d re-declares, want 0 and 1", d, c)
+	}
+	if msg := status(); !strings.HasPrefix(msg, "Saved: default TTL 30 s.") {
+		t.Fatalf("the save says %q", msg)
+	}
+
+	// A dead-letter target equal to the queue is refused with the API's
+	// message, nothing saved.
 	p.run("policy custom", qsSelect("#qd-s-policy", "custom"))
 	qsFill(p, "#qd-s-target-topic", "qd-orders")
 	p.jsClick("#qd-s-save")
 	p.waitJS("the refusal", `document.querySelector('#qd-settings-form .form-status').classList.contains('form-error')`)
+	if msg := status(); !strings.HasPrefix(msg, "Nothing saved: ") {
+		t.Fatalf("the refusal says %q", msg)
+	}
+
+	// Someone else saves while the form is being edited: the save sends
+	// nothing and says what is in force; the field this user did not
+	// touch takes it, so the second save keeps the other's max retries.
 	qsFill(p, "#qd-s-target-topic", "qd-dlq")
-	qsFill(p, "#qd-s-retries", "7")
-	qsFill(p, "#qd-s-ttl", "30000")
+	a.json("PUT", "/admin/api/queue-dlq", `{"topic":"qd-orders","policy":"discard","max_retries":9}`, 200, nil)
+	sentBefore = sent()
 	p.jsClick("#qd-s-save")
-	p.waitText("#qd-settings-form .form-status", "Saved")
+	p.waitText("#qd-settings-form .form-status", "Nothing sent: the settings changed since this form was filled")
+	if msg := status(); !strings.Contains(msg, "In force now: dead letters discarded, max retries 9, default TTL 30 s") {
+		t.Fatalf("the page says %q", msg)
+	}
+	if n := sent(); n != sentBefore {
+		t.Fatalf("%d requests sent over settings changed under the form", n-sentBefore)
+	}
+	var retries string
+	p.eval(`document.getElementById('qd-s-retries').value`, &retries)
+	if retries != "9" {
+		t.Fatalf("max retries in the form %q, want the 9 in force", retries)
+	}
+	p.jsClick("#qd-s-save")
+	p.waitText("#qd-settings-form .form-status", "Saved: dead letters to qd-dlq.")
 	api = dashQueues(a)["qd-orders/"]
-	if api.DLQ.Policy != "custom" || api.DLQ.Topic != "qd-dlq" || api.DLQ.MaxRetries != 7 || api.DefaultTTLMs != 30_000 {
-		t.Fatalf("settings saved through the page, the API has %+v", api)
+	if api.DLQ.Policy != "custom" || api.DLQ.Topic != "qd-dlq" || api.DLQ.MaxRetries != 9 || api.DefaultTTLMs != 30_000 {
+		t.Fatalf("after the second save the API has %+v ttl %d", api.DLQ, api.DefaultTTLMs)
+	}
+
+	// Half saved: max retries PUT, the TTL's re-declare refused (by the
+	// test, a 503): the page says which was saved and which not; a second
+	// save sends only the TTL.
+	p.eval(`window.__qdRefuse = true`, new(bool))
+	qsFill(p, "#qd-s-retries", "7")
+	qsFill(p, "#qd-s-ttl", "60000")
+	p.jsClick("#qd-s-save")
+	p.waitText("#qd-settings-form .form-status", "Partly saved: max retries 7 saved; default TTL 1 min NOT saved (not_ready: refused by the test)")
+	if msg := status(); !strings.Contains(msg, "In force now: dead letters to qd-dlq, max retries 7, default TTL 30 s") {
+		t.Fatalf("the partial failure says %q", msg)
+	}
+	if api = dashQueues(a)["qd-orders/"]; api.DLQ.MaxRetries != 7 || api.DefaultTTLMs != 30_000 {
+		t.Fatalf("after a half save the API has retries %d ttl %d", api.DLQ.MaxRetries, api.DefaultTTLMs)
+	}
+	p.eval(`window.__qdRefuse = false; true`, new(bool))
+	dlqBefore := qsAudit(a, "queue.dlq", target)
+	p.jsClick("#qd-s-save")
+	p.waitText("#qd-settings-form .form-status", "Saved: default TTL 1 min.")
+	if n := qsAudit(a, "queue.dlq", target); n != dlqBefore {
+		t.Fatalf("the second save sent %d PUT queue-dlq, want none", n-dlqBefore)
+	}
+	api = dashQueues(a)["qd-orders/"]
+	if api.DLQ.Policy != "custom" || api.DLQ.Topic != "qd-dlq" || api.DLQ.MaxRetries != 7 || api.DefaultTTLMs != 60_000 {
+		t.Fatalf("settings saved through the page, the API has %+v ttl %d", api.DLQ, api.DefaultTTLMs)
 	}
 	p.waitText("#qd-set-policy", "to qd-dlq")
 	p.waitText("#qd-set-retries", "7")

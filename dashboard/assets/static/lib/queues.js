@@ -1,9 +1,13 @@
 // lib/queues.js: what the Queues and Queue pages share: the key a queue's
 // backlog history is filed under, the history itself (GET
 // /admin/api/queue-backlog once, then the live ticks), and how a DLQ policy
-// reads.
+// reads. Every point's time is the broker's clock: the history's at_ms and
+// the listing's at_ms (GET /admin/api/queues, the queues family), never the
+// browser's Date.now(), so a browser clock off by an hour neither drops the
+// live points (older than the history) nor the history (out of a window
+// measured from a time in the future).
 
-import { get, fmt, setText } from '../dash.js';
+import { get, q, fmt } from '../dash.js';
 
 // queueKey is the key of GET /admin/api/queue-backlog and of the attention
 // items: topic + "/" + group, the default group spelled "".
@@ -25,11 +29,12 @@ export class Backlog {
     this.fromBroker = new Map();
   }
 
-  // load fills the history from the broker's sampler; a failure leaves it
-  // empty (the sparklines then start from the first tick).
-  async load() {
+  // load fills the history from the broker's sampler, of every queue or of
+  // the one queue key (?key=); a failure leaves it empty (the sparklines
+  // then start from the first tick).
+  async load(key) {
     try {
-      const data = await get('/admin/api/queue-backlog');
+      const data = await get('/admin/api/queue-backlog' + q({ key }));
       for (const [key, pts] of Object.entries(data.queues || {})) {
         const mine = this.points.get(key) || [];
         this.fromBroker.set(key, pts.length);
@@ -41,8 +46,11 @@ export class Backlog {
     }
   }
 
-  // add appends a live observation of ready.
+  // add appends a live observation of ready at the broker's time atMs (a
+  // listing without at_ms adds nothing rather than a point on another
+  // clock).
   add(key, atMs, ready) {
+    if (!Number.isFinite(atMs)) return;
     const pts = this.points.get(key) || [];
     if (pts.length && pts[pts.length - 1][0] >= atMs) return;
     pts.push([atMs, ready]);
@@ -75,30 +83,4 @@ export function policyText(dlq) {
 // ttlText: a default TTL of 0 is none.
 export function ttlText(ms) {
   return ms ? fmt.ms(ms) : 'none';
-}
-
-// confirmAction is dash.js's confirmDialog on the same #confirm dialog,
-// except that a close event still queued from the dialog's previous use
-// cannot answer it. dash.js's listener takes the first close event after
-// the call, so a confirm opened before the previous close was dispatched
-// (a cancel and a new click in one task, or a busy renderer) resolves
-// false at once and leaves the dialog open, its button doing nothing.
-// TestDashboardQueues does exactly that (cancel, then delete, in one
-// script) and fails with confirmDialog. A close event that arrives while
-// the dialog is open is not this one's and is ignored.
-export function confirmAction(text, label) {
-  const d = document.getElementById('confirm');
-  setText('confirm-text', text);
-  setText('confirm-ok', label || 'Confirm');
-  return new Promise((resolve) => {
-    const onClose = () => {
-      if (d.open) return; // a stale event of the previous close
-      d.removeEventListener('close', onClose);
-      resolve(d.returnValue === 'ok');
-    };
-    d.returnValue = '';
-    d.showModal();
-    d.addEventListener('close', onClose);
-    document.getElementById('confirm-ok').focus();
-  });
 }

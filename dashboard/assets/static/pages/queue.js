@@ -5,8 +5,21 @@
 // consumers (GET /admin/api/subscriptions, filtered here: one request), a
 // test publish, and links to its messages and its dead letters. Live over
 // the events families queues and subscriptions. An unknown queue says so.
+// Invariants of the settings form:
+//   - every number is checked before anything is sent;
+//   - only what the user changed since the form was filled is sent,
+//     compared with the snapshot taken at the fill (never with a later
+//     listing): a queue that never set max_retries shows the broker's
+//     default and keeps following it unless the user changes it;
+//   - the settings in force are read again before sending: if someone else
+//     changed them since the fill, nothing is sent and the page says what
+//     is in force now;
+//   - a save in two requests that fails half way says what was saved and
+//     what not.
+// Chart points are on the broker's clock (the listing's at_ms), as the
+// history is: the browser's clock never decides what is drawn or dropped.
 import {
-  start, live, el, $, setText, replace, fmt, get, put, post, q, table, lineChart, urlState, banner, bindForm, errorText,
+  start, live, el, $, setText, replace, update, fmt, get, put, post, q, table, lineChart, urlState, banner, bindForm, errorText,
 } from '../dash.js';
 import { Backlog, queueKey, policyText, ttlText } from '../lib/queues.js';
 
@@ -22,6 +35,8 @@ let subs = [];
 let globalTarget; // GET /admin/api/global-dlq's target, once
 let parts = null, consumers = null;
 let settingsDirty = false;
+let snap = null; // the settings the form was filled from (settingsOf)
+let lastAt = 0; // the broker's time of the newest listing
 let feed = null;
 
 const norm = (g) => (g === 'default' ? '' : (g || ''));
@@ -51,20 +66,44 @@ function showQueue(row) {
   $('#qd-p-part').max = String(Math.max(0, row.partition_count - 1));
 }
 
+// settingsOf is what the form edits of a listing's row, in the form's
+// terms: the target only with the custom policy, the default group "".
+function settingsOf(row) {
+  const d = row.dlq || {};
+  const custom = d.policy === 'custom';
+  return {
+    policy: d.policy || 'discard', topic: custom ? d.topic || '' : '', group: custom ? norm(d.group) : '',
+    max_retries: d.max_retries, ttl: row.default_message_ttl_ms || 0,
+  };
+}
+
+const sameTarget = (a, b) => a.policy === b.policy && a.topic === b.topic && a.group === b.group;
+const settingsText = (s) => 'dead letters ' + policyText(s) + ', max retries ' + s.max_retries + ', default TTL ' + ttlText(s.ttl);
+
+// fill puts settings s into the form's fields (only those in only, when
+// given) and takes the snapshot the next save compares with.
+function fill(s, only) {
+  const want = (f) => !only || only.has(f);
+  if (want('policy')) {
+    $('#qd-s-policy').value = s.policy;
+    $('#qd-s-target-topic').value = s.topic;
+    $('#qd-s-target-group').value = s.group;
+  }
+  if (want('max_retries')) $('#qd-s-retries').value = String(s.max_retries);
+  if (want('ttl')) $('#qd-s-ttl').value = String(s.ttl);
+  customFields();
+  snap = s;
+}
+
 function showSettings(row) {
   const d = row.dlq || {};
-  replace($('#qd-settings'),
+  // update(), not replace(): a tick that changed nothing leaves the list
+  // (and a reader's selection in it) alone.
+  update($('#qd-settings'),
     el('dt', {}, 'Dead letters'), el('dd', { id: 'qd-set-policy' }, policyText(d)),
     el('dt', {}, 'Max retries'), el('dd', { id: 'qd-set-retries' }, String(d.max_retries)),
     el('dt', {}, 'Default TTL'), el('dd', { id: 'qd-set-ttl' }, ttlText(row.default_message_ttl_ms)));
-  if (!settingsDirty) {
-    $('#qd-s-policy').value = d.policy || 'discard';
-    $('#qd-s-target-topic').value = d.policy === 'custom' ? d.topic || '' : '';
-    $('#qd-s-target-group').value = d.policy === 'custom' && d.group && d.group !== 'default' ? d.group : '';
-    $('#qd-s-retries').value = String(d.max_retries);
-    $('#qd-s-ttl').value = String(row.default_message_ttl_ms || 0);
-    customFields();
-  }
+  if (!settingsDirty || !snap) fill(settingsOf(row));
   showDLQLink(d);
 }
 
@@ -100,7 +139,10 @@ function drawChart() {
   lineChart($('#qd-chart'), [{ name: 'ready', points: ready }, { name: 'inflight', points: inflight }], { legend: $('#qd-chart-legend') });
   $('#qd-chart').dataset.history = String(backlog.historyOf(key));
   const first = Math.min(ready.length ? ready[0][0] : Infinity, inflight.length ? inflight[0][0] : Infinity);
-  setText('qd-chart-span', Number.isFinite(first) ? 'last ' + fmt.ms(Math.max(0, Date.now() - first)) : 'no sample yet');
+  if (Number.isFinite(first)) $('#qd-chart').dataset.first = String(first);
+  // The span on the broker's clock: its newest listing minus the oldest point.
+  const newest = Math.max(lastAt, ready.length ? ready[ready.length - 1][0] : 0);
+  setText('qd-chart-span', Number.isFinite(first) ? 'last ' + fmt.ms(Math.max(0, newest - first)) : 'no sample yet');
 }
 
 function onQueues(data) {
@@ -111,8 +153,11 @@ function onQueues(data) {
     return;
   }
   queue = row;
-  const now = Date.now();
-  if (row.loaded_partitions > 0) {
+  // The broker's time of the listing (the history's clock); a listing
+  // without it adds no point.
+  const now = data.at_ms;
+  if (Number.isFinite(now)) lastAt = Math.max(lastAt, now);
+  if (row.loaded_partitions > 0 && Number.isFinite(now)) {
     backlog.add(key, now, row.ready);
     if (!inflight.length || inflight[inflight.length - 1][0] < now) inflight.push([now, row.inflight]);
     while (inflight.length > 400 || (inflight.length && now - inflight[0][0] > 10 * 60_000)) inflight.shift();
@@ -150,25 +195,108 @@ function setupTables() {
   ], { id: 'qc', rowKey: (s) => s.session + '/' + s.sub_id, empty: 'Nobody consumes this queue now.' });
 }
 
+// wholeNumber checks one number field: an integer from 0 to max, else
+// the problem said in words.
+function wholeNumber(label, v, max) {
+  if (v === undefined || !Number.isInteger(v) || v < 0 || v > max) {
+    return label + ' must be a whole number from 0 to ' + fmt.num(max) + (v === undefined ? ' (it is empty or not a number)' : ' (not ' + v + ')');
+  }
+  return '';
+}
+
+// readForm checks the form's values: the settings asked for, or an Error
+// naming every bad number.
+function readForm(v) {
+  const bad = [wholeNumber('Max retries', v.max_retries, 4294967295), wholeNumber('Default TTL (ms)', v.default_message_ttl_ms, Number.MAX_SAFE_INTEGER)]
+    .filter(Boolean);
+  if (bad.length) throw new Error('Nothing sent: ' + bad.join('; ') + '.');
+  const custom = v.policy === 'custom';
+  return {
+    policy: v.policy, topic: custom ? v.target_topic.trim() : '', group: custom ? norm(v.target_group.trim()) : '',
+    max_retries: v.max_retries, ttl: v.default_message_ttl_ms,
+  };
+}
+
+async function saveSettings(v) {
+  if (!queue || !snap) throw new Error('the queue is gone');
+  const want = readForm(v);
+  const changed = new Set();
+  if (!sameTarget(want, snap)) changed.add('policy');
+  if (want.max_retries !== snap.max_retries) changed.add('max_retries');
+  if (want.ttl !== snap.ttl) changed.add('ttl');
+  if (changed.size === 0) {
+    settingsDirty = false;
+    return 'Nothing changed since the form was filled: nothing sent.';
+  }
+  // What is in force now, read again: someone else may have saved since
+  // the fill. Then nothing is sent; the fields this user did not change
+  // take the values in force, and a second save sends this user's changes.
+  try {
+    onQueues(await get('/admin/api/queues'));
+  } catch (err) {
+    throw new Error('Nothing sent: the settings in force could not be read to check them: ' + errorText(err));
+  }
+  if (!queue) throw new Error('Nothing sent: the queue is gone.');
+  const now = settingsOf(queue);
+  if (!sameTarget(now, snap) || now.max_retries !== snap.max_retries || now.ttl !== snap.ttl) {
+    const others = new Set(['policy', 'max_retries', 'ttl'].filter((f) => !changed.has(f)));
+    fill(now, others);
+    throw new Error('Nothing sent: the settings changed since this form was filled (someone else saved). In force now: ' + settingsText(now) +
+      '. Your changes are still in the form; save again to apply them.');
+  }
+  const saved = [], said = {
+    policy: 'dead letters ' + policyText(want), max_retries: 'max retries ' + want.max_retries, ttl: 'default TTL ' + ttlText(want.ttl),
+  };
+  if (changed.has('policy') || changed.has('max_retries')) {
+    // policy is required by PUT queue-dlq; unchanged, it is the one just
+    // read. max_retries goes only when changed: absent keeps the queue's
+    // (a queue that never set it keeps following the broker's default).
+    const body = { topic, group, policy: want.policy };
+    if (want.policy === 'custom') body.target = { topic: want.topic, group: want.group };
+    if (changed.has('max_retries')) body.max_retries = want.max_retries;
+    try {
+      await put('/admin/api/queue-dlq', body);
+    } catch (err) {
+      throw new Error('Nothing saved: ' + errorText(err));
+    }
+    if (changed.has('policy')) saved.push('policy');
+    if (changed.has('max_retries')) saved.push('max_retries');
+  }
+  if (changed.has('ttl')) {
+    // The default TTL is not PUT queue-dlq's: a re-declare merges it
+    // ("absent means the existing setting"), as a client's would.
+    try {
+      await post('/admin/api/queues', { topic, group, default_message_ttl_ms: want.ttl });
+    } catch (err) {
+      await settled();
+      if (!saved.length) throw new Error('Nothing saved: ' + errorText(err));
+      throw new Error('Partly saved: ' + saved.map((f) => said[f]).join(', ') + ' saved; ' + said.ttl + ' NOT saved (' + errorText(err) +
+        '). In force now: ' + (queue ? settingsText(settingsOf(queue)) : 'unknown') + '.');
+    }
+    saved.push('ttl');
+  }
+  settingsDirty = false;
+  await settled();
+  return 'Saved: ' + saved.map((f) => said[f]).join(', ') + '. In force now: ' + (queue ? settingsText(settingsOf(queue)) : 'unknown') + '.';
+}
+
+// settled reads the listing after a save and takes the snapshot from what
+// is in force: the fields still being edited (a dirty form after a partial
+// failure) keep their values, so a second save sends only what is left.
+async function settled() {
+  try {
+    onQueues(await get('/admin/api/queues'));
+  } catch (err) {
+    return; // the live ticks will bring it
+  }
+  if (queue && settingsDirty) snap = settingsOf(queue);
+}
+
 function setupSettings() {
   const form = $('#qd-settings-form');
   form.addEventListener('input', () => { settingsDirty = true; });
   $('#qd-s-policy').addEventListener('change', customFields);
-  bindForm(form, async (v) => {
-    if (!queue) throw new Error('the queue is gone');
-    const body = { topic, group, policy: v.policy, max_retries: v.max_retries };
-    if (v.policy === 'custom') body.target = { topic: v.target_topic.trim(), group: v.target_group.trim() };
-    await put('/admin/api/queue-dlq', body);
-    // The default TTL is not PUT queue-dlq's: a re-declare merges it
-    // ("absent means the existing setting"), as a client's would.
-    if (v.default_message_ttl_ms !== undefined && v.default_message_ttl_ms !== (queue.default_message_ttl_ms || 0)) {
-      await post('/admin/api/queues', { topic, group, default_message_ttl_ms: v.default_message_ttl_ms });
-    }
-    settingsDirty = false;
-    await feed.refresh();
-    const d = queue.dlq;
-    return 'Saved: dead letters ' + policyText(d) + ', max retries ' + d.max_retries + ', default TTL ' + ttlText(queue.default_message_ttl_ms) + '.';
-  });
+  bindForm(form, saveSettings);
 }
 
 function setupPublish() {
@@ -198,7 +326,7 @@ start(async () => {
   get('/admin/api/global-dlq').then((g) => { globalTarget = g.target; if (queue) showDLQLink(queue.dlq); }).catch((err) => {
     if (err.status !== 404) banner('The global DLQ could not be read: ' + errorText(err));
   });
-  backlog.load().then(drawChart);
+  backlog.load(key).then(drawChart);
   feed = live(['queues', 'subscriptions'], (family, data) => {
     if (family === 'queues') onQueues(data);
     else if (family === 'subscriptions') onSubscriptions(data);

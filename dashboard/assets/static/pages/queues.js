@@ -9,9 +9,9 @@
 //     table is redrawn from the API's answer, never patched by hand.
 import {
   start, live, el, $, setText, fmt, post, table, sparkline, queueHref, urlState,
-  toast, banner, errorText, bindForm, addCommand,
+  toast, banner, errorText, bindForm, addCommand, confirmDialog,
 } from '../dash.js';
-import { Backlog, queueKey, policyText, ttlText, confirmAction } from '../lib/queues.js';
+import { Backlog, queueKey, policyText, ttlText } from '../lib/queues.js';
 
 const backlog = new Backlog();
 let rows = [];
@@ -45,6 +45,7 @@ function spark(r) {
   const svg = sparkline(values, label);
   svg.dataset.points = String(values.length);
   svg.dataset.history = String(backlog.historyOf(queueKey(r.topic, r.group)));
+  if (pts.length) svg.dataset.first = String(pts[0][0]);
   return svg;
 }
 
@@ -96,14 +97,14 @@ function draw() {
 
 function onQueues(data) {
   rows = data.queues || [];
-  const now = Date.now();
-  for (const r of rows) if (r.loaded_partitions > 0) backlog.add(queueKey(r.topic, r.group), now, r.ready);
+  // The broker's time of the listing, the history's clock (lib/queues.js).
+  for (const r of rows) if (r.loaded_partitions > 0) backlog.add(queueKey(r.topic, r.group), data.at_ms, r.ready);
   backlog.keep(new Set(rows.map((r) => queueKey(r.topic, r.group))));
   draw();
 }
 
 async function purge(r) {
-  const ok = await confirmAction('Purge ' + name(r) + '? Its ' + fmt.num(r.ready) + ' ready and ' + fmt.num(r.delayed) +
+  const ok = await confirmDialog('Purge ' + name(r) + '? Its ' + fmt.num(r.ready) + ' ready and ' + fmt.num(r.delayed) +
     ' delayed messages are removed for good; the ' + fmt.num(r.inflight) + ' inflight stay with their consumers.', 'Purge queue');
   if (!ok) return;
   try {
@@ -118,7 +119,7 @@ async function purge(r) {
 }
 
 async function remove(r) {
-  const ok = await confirmAction('Delete ' + name(r) + ' and all its messages? Its subscribers are closed. The broker refuses while messages are inflight.', 'Delete queue');
+  const ok = await confirmDialog('Delete ' + name(r) + ' and all its messages? Its subscribers are closed. The broker refuses while messages are inflight.', 'Delete queue');
   if (!ok) return;
   try {
     await post('/admin/api/queues/delete', { topic: r.topic, group: r.group });
