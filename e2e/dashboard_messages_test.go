@@ -2,16 +2,201 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
 	"github.com/fibril-go/fibril/client"
 )
+
+// msgRequests counts the requests of a tab by URL path (from the
+// browser's network events: an EventSource's and a fetch alike), so a test
+// can say how often a page asked for a listing.
+type msgRequests struct {
+	mu   sync.Mutex
+	urls []*url.URL
+}
+
+func watchRequests(p *dashPage) *msgRequests {
+	r := &msgRequests{}
+	chromedp.ListenTarget(p.ctx, func(ev any) {
+		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
+			if u, err := url.Parse(e.Request.URL); err == nil {
+				r.mu.Lock()
+				r.urls = append(r.urls, u)
+				r.mu.Unlock()
+			}
+		}
+	})
+	return r
+}
+
+// mark answers how many requests were seen so far.
+func (r *msgRequests) mark() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.urls)
+}
+
+// since answers the requests seen after mark whose path is path.
+func (r *msgRequests) since(mark int, path string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, u := range r.urls[mark:] {
+		if u.Path == path {
+			out = append(out, u.String())
+		}
+	}
+	return out
+}
+
+// msgNoPeriodicListing checks that the page, live, makes no listing of its
+// own for 7 s (three stream ticks; the old pages asked every 4 s): its
+// listings come from the stream's families, which the stream's URL names.
+func msgNoPeriodicListing(t *testing.T, r *msgRequests, openMark int, families string, paths ...string) {
+	t.Helper()
+	mark := r.mark()
+	time.Sleep(7 * time.Second)
+	for _, path := range paths {
+		if got := r.since(mark, path); len(got) != 0 {
+			t.Errorf("the page asked for %s %d times in 7 s of live updates: %v", path, len(got), got)
+		}
+		if got := r.since(openMark, path); len(got) > 1 {
+			t.Errorf("the page asked for %s %d times since it opened, want at most the stream's first poll: %v", path, len(got), got)
+		}
+	}
+	streams := r.since(openMark, "/admin/api/events")
+	if len(streams) == 0 || !strings.Contains(streams[0], "families="+url.QueryEscape(families)) {
+		t.Errorf("the page's event stream %v, want families=%s", streams, families)
+	}
+}
+
+// msgSpyFetch wraps the tab's fetch: each request is recorded in
+// window.__reqs ({url, method, body}), and one whose URL contains
+// delayFor (when not "") is answered delayMs late, window.__late counting
+// the late answers delivered: a race the test provokes on purpose.
+func msgSpyFetch(p *dashPage, delayFor string, delayMs int) {
+	p.t.Helper()
+	p.eval(fmt.Sprintf(`(() => { window.__reqs = []; window.__late = 0; const orig = window.__origFetch || window.fetch; window.__origFetch = orig;
+		window.fetch = async (u, init) => {
+			window.__reqs.push({ url: String(u), method: (init && init.method) || 'GET', body: init && init.body ? String(init.body) : '' });
+			const answer = orig(u, init);
+			if (%q === '' || !String(u).includes(%q)) return answer;
+			const res = await answer;
+			await new Promise((ok) => setTimeout(ok, %d));
+			window.__late++;
+			return res;
+		};
+		return true; })()`, delayFor, delayFor, delayMs), new(bool))
+}
+
+type msgSpiedRequest struct{ URL, Method, Body string }
+
+// msgSpied answers the recorded requests whose URL contains part.
+func msgSpied(p *dashPage, part string) []msgSpiedRequest {
+	p.t.Helper()
+	var raw string
+	p.eval(fmt.Sprintf(`JSON.stringify((window.__reqs || []).filter((r) => r.url.includes(%q)))`, part), &raw)
+	var out []msgSpiedRequest
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		p.t.Fatalf("spied requests %s: %v", raw, err)
+	}
+	return out
+}
+
+// msgFocused answers the id of the element with the focus ("BODY" for
+// none).
+func msgFocused(p *dashPage) string {
+	p.t.Helper()
+	var id string
+	p.eval(`document.activeElement === document.body ? 'BODY' : (document.activeElement.id || document.activeElement.tagName)`, &id)
+	return id
+}
+
+// msgWaitFocus waits until the element id has the focus.
+func msgWaitFocus(p *dashPage, what, id string) {
+	p.t.Helper()
+	p.waitJS(what+": the focus on #"+id, fmt.Sprintf(`!!document.activeElement && document.activeElement.id === %q`, id))
+}
+
+// msgFocusTop drops the focus to the top of the document. keyboardReach
+// blurs the focused control and tabs on from there without wrapping, so a
+// focus the page rightly gave back to a button near the end (the redrive's)
+// would leave the controls before it unreached.
+func msgFocusTop(p *dashPage) {
+	p.t.Helper()
+	p.eval(`(() => { const tmp = document.createElement('span'); tmp.tabIndex = -1; document.body.prepend(tmp); tmp.focus(); tmp.remove(); return true; })()`, new(bool))
+}
+
+// msgEvalAsync evaluates expr, a promise, into out.
+func msgEvalAsync(p *dashPage, expr string, out any) {
+	p.t.Helper()
+	p.run("eval "+expr, chromedp.Evaluate(expr, out, func(e *runtime.EvaluateParams) *runtime.EvaluateParams { return e.WithAwaitPromise(true) }))
+}
+
+// msgPayloadCases checks lib/payload.js in the tab on payloads JSON.parse
+// and JSON.stringify would change: the pretty-printed text must be Go's
+// json.Indent of the bytes (which keeps every literal as written), invalid
+// JSON is shown as text with a note, and a byte order mark is kept and
+// said.
+func msgPayloadCases(t *testing.T, p *dashPage) {
+	t.Helper()
+	valid := []string{
+		`{"id":12345678901234567890,"price":1.50,"k":1,"k":2,"tiny":-0.0e+5,"s":"a\u003cb\"\\n\u00e9","t":true,"f":false,"n":null,"e":[],"o":{},"deep":[1,[2,{"x":[]}]]}`,
+		` [ 1.0 , 2E3 ]  `,
+		`"just a string"`,
+	}
+	invalid := []string{`{"a":1,}`, `[1 2]`, `{} x`, `01`, `{"a":.5}`, "{\"a\":\"tab\tinside\"}", `{"a":"\x"}`, "\ufeff" + `{"a":1}`}
+	type result struct{ View, Body, Notes string }
+	check := func(raw, ct, view string) result {
+		var out string
+		b64 := base64.StdEncoding.EncodeToString([]byte(raw))
+		msgEvalAsync(p, fmt.Sprintf(`import('/static/lib/payload.js').then((m) => {
+			const r = m.render({ payload_base64: %q, payload_len: %d, content_type: %q }, %q, 4096);
+			const box = document.createElement('div'); box.append(...r.nodes.filter(Boolean));
+			return JSON.stringify({ view: r.view, body: box.querySelector('pre').textContent, notes: [...box.querySelectorAll('p')].map((n) => n.textContent).join(' | ') });
+		})`, b64, len(raw), ct, view), &out)
+		var r result
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("payload.js on %q: %v in %s", raw, err, out)
+		}
+		return r
+	}
+	for _, raw := range valid {
+		var want bytes.Buffer
+		if err := json.Indent(&want, bytes.TrimSpace([]byte(raw)), "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		if got := check(raw, "application/json", "auto"); got.View != "json" || got.Body != want.String() {
+			t.Errorf("pretty JSON of %s:\n%s (as %s)\nwant, every literal as written:\n%s", raw, got.Body, got.View, want.String())
+		}
+	}
+	for _, raw := range invalid {
+		// Asked for as JSON: the text as it is, with a note; automatic: text.
+		got := check(raw, "application/json", "json")
+		if got.View != "text" || got.Body != raw || !strings.Contains(got.Notes, "Not valid JSON") {
+			t.Errorf("invalid JSON %q shown as %s %q (notes %q), want the text as it is with a note", raw, got.View, got.Body, got.Notes)
+		}
+		if got := check(raw, "application/json", "auto"); got.View != "text" || got.Body != raw {
+			t.Errorf("invalid JSON %q shown automatically as %s %q, want text", raw, got.View, got.Body)
+		}
+	}
+	bom := "\ufeff" + `{"a":1}`
+	if got := check(bom, "text/plain", "auto"); got.View != "text" || got.Body != bom || !strings.Contains(got.Notes, "byte order mark") {
+		t.Errorf("a payload with a BOM shown as %s %q (notes %q), want the text with its BOM, said", got.View, got.Body, got.Notes)
+	}
+}
 
 // dashBrowse reads a page of GET /admin/api/messages for the test to
 // compare the page against.
@@ -85,9 +270,16 @@ type dashOrder struct {
 // the inspector shows text as text, JSON pretty-printed, binary as a hex
 // dump, a large payload as truncated at the preview size and whole once a
 // bigger preview is chosen; the state lives in the URL (a reload shows the
-// same view); an unknown queue shows the API's 404 message.
+// same view); an unknown queue shows the API's 404 message. Also: the
+// pretty-printer keeps every JSON literal (checked in the tab on payloads
+// JSON.parse would change); a late answer for an earlier click never
+// replaces the inspector's newer message; opening a message moves the
+// focus to the inspector's heading; a bad preview in the URL falls back to
+// the default; no state checked asks for nothing and says so; the page
+// makes no queue listing of its own (the stream's queues family).
 func TestDashboardMessages(t *testing.T) {
 	s, a, p := startDashboard(t, "--lease-ms", "60000")
+	requests := watchRequests(p)
 	ctx := ctxT(t)
 	c := dial(t, s, client.TransportTCP)
 	if _, err := c.DeclareQueue(ctx, client.NewQueueConfig("shop")); err != nil {
@@ -122,6 +314,7 @@ func TestDashboardMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	openMark := requests.mark()
 	p.open("/admin/messages?topic=shop")
 	p.waitText("#live", "live")
 	api := dashBrowse(t, a, "topic=shop")
@@ -169,6 +362,9 @@ func TestDashboardMessages(t *testing.T) {
 		}
 	}
 	p.waitText("#msg-c-next", strconv.FormatUint(api.NextOffset, 10))
+	// The counts came from the stream's queues family: no listing of the
+	// page's own (the old page asked every 4 s on the overview's ticks).
+	msgNoPeriodicListing(t, requests, openMark, "queues", "/admin/api/queues")
 
 	// States, through the checkboxes: ready off leaves inflight and delayed.
 	p.click("#msg-st-ready")
@@ -204,15 +400,26 @@ func TestDashboardMessages(t *testing.T) {
 	p.waitText("#msg-headers", "x-kind")
 	p.waitText("#msg-headers", "greeting")
 	p.waitJS("offset in the URL", `location.search.includes('offset=2')`)
+	msgWaitFocus(p, "a message opened", "msg-insp-title")
 
 	p.click(`#msg-table tr[data-key="3"] a`)
-	// JSON.stringify does not escape <, > and & as Go does.
+	// Pretty-printed as stored: Go's json.Indent of the payload's bytes
+	// keeps every literal (the client's \u003c escapes included).
+	var stored struct {
+		Items []struct {
+			PayloadBase64 string `json:"payload_base64"`
+		} `json:"items"`
+	}
+	a.json("GET", "/admin/api/messages?topic=shop&from=3&limit=1&include_payload=true", "", 200, &stored)
+	rawJSON, err := base64.StdEncoding.DecodeString(stored.Items[0].PayloadBase64)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var prettyBuf bytes.Buffer
-	enc := json.NewEncoder(&prettyBuf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	enc.Encode(order)
-	pretty := bytes.TrimSuffix(prettyBuf.Bytes(), []byte("\n"))
+	if err := json.Indent(&prettyBuf, rawJSON, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	pretty := prettyBuf.Bytes()
 	p.waitJS("pretty JSON", fmt.Sprintf(`(() => { const b = document.getElementById('payload-body'); return !!b && b.dataset.view === 'json' && b.textContent === %q; })()`, string(pretty)))
 	var markup int
 	p.eval(`document.querySelectorAll('#payload-body b').length`, &markup)
@@ -220,9 +427,22 @@ func TestDashboardMessages(t *testing.T) {
 		t.Fatal("a payload became markup")
 	}
 	p.waitText("#msg-facts", "application/json")
+	msgPayloadCases(t, p)
 
 	p.click(`#msg-table tr[data-key="4"] a`)
-	p.waitJS("hex dump", `(() => { const b = document.getElementById('payload-body'); return !!b && b.dataset.view === 'hex' && b.textContent === '00000000  00 ff 10 41 42 7f 80 01                           |...AB...|'; })()`)
+	const hexOf4 = `00000000  00 ff 10 41 42 7f 80 01                           |...AB...|`
+	p.waitJS("hex dump", fmt.Sprintf(`(() => { const b = document.getElementById('payload-body'); return !!b && b.dataset.view === 'hex' && b.textContent === %q; })()`, hexOf4))
+	// A late answer for an earlier click: offset 2's answer held back
+	// 1.5 s, offset 4 clicked meanwhile; offset 4 stays shown.
+	msgSpyFetch(p, "from=2&limit=1&", 1500)
+	p.click(`#msg-table tr[data-key="2"] a`)
+	p.click(`#msg-table tr[data-key="4"] a`)
+	p.waitJS("the late answer delivered", `window.__late === 1`)
+	p.waitJS("offset 4 still shown", fmt.Sprintf(`(() => { const b = document.getElementById('payload-body'); return !!b && b.textContent === %q && document.getElementById('msg-insp-offset').textContent === 'offset 4'; })()`, hexOf4))
+	time.Sleep(200 * time.Millisecond)
+	if got := p.text("#payload-body"); got != hexOf4 {
+		t.Fatalf("after offset 2's late answer the inspector shows %q, want offset 4's hex dump", got)
+	}
 
 	p.click(`#msg-table tr[data-key="5"] a`)
 	p.waitJS("a truncated preview", `!!document.getElementById('payload-truncated') && document.getElementById('payload-body').textContent.length === 4096`)
@@ -235,6 +455,31 @@ func TestDashboardMessages(t *testing.T) {
 	p.waitJS("forced hex", `document.getElementById('payload-body').dataset.view === 'hex' && document.getElementById('payload-body').textContent.startsWith('00000000  30 31 32 33')`)
 	p.open("/admin/messages?" + strings.TrimPrefix(pageSearch(p), "?"))
 	p.waitJS("the same view after a reload", `document.getElementById('payload-body') && document.getElementById('payload-body').dataset.view === 'hex' && !document.getElementById('payload-truncated') && document.getElementById('msg-preview').value === '65536'`)
+	// A preview that is not a number: the default, not NaN sent.
+	p.open("/admin/messages?topic=shop&offset=2&preview=abc")
+	p.waitJS("the default preview", `(() => { const b = document.getElementById('payload-body'); return !!b && b.textContent === 'hello text' && document.getElementById('msg-preview').value === '4096'; })()`)
+	p.waitText("#msg-insp-body", "payload_limit_bytes=4,096")
+	// No state checked: the page says so and asks for nothing.
+	p.open("/admin/messages?topic=shop")
+	p.waitJS("the rows", `document.querySelectorAll('#msg-table tbody tr[data-key]').length === 6`)
+	for _, st := range []string{"ready", "inflight", "delayed"} {
+		p.click("#msg-st-" + st)
+	}
+	p.waitJS("pending_dlq alone", `location.search.includes('status=pending_dlq') && document.querySelectorAll('#msg-table tbody tr[data-key]').length === 0 && document.getElementById('msg-range').textContent.startsWith('nothing')`)
+	msgSpyFetch(p, "", 0)
+	p.click("#msg-st-pending_dlq")
+	p.waitJS("no state: said", `!document.getElementById('msg-states-none').hidden && document.getElementById('msg-range').textContent === 'no state chosen'`)
+	time.Sleep(500 * time.Millisecond)
+	if n := len(msgSpied(p, "/admin/api/messages")); n != 0 {
+		t.Fatalf("with no state checked the page asked for messages %d times", n)
+	}
+	if n := len(rowCells(p, "#msg-table")); n != 0 {
+		t.Fatalf("with no state checked the table shows %d rows", n)
+	}
+	p.click("#msg-st-ready")
+	p.waitJS("ready again", `document.getElementById('msg-states-none').hidden && document.querySelectorAll('#msg-table tbody tr[data-key]').length === 4`)
+	p.open("/admin/messages?topic=shop&offset=5&preview=65536&view=hex")
+	p.waitJS("the view again", `document.getElementById('payload-body') && document.getElementById('payload-body').dataset.view === 'hex'`)
 	p.shots("messages")
 	p.axe()
 	p.keyboardReach()
@@ -289,9 +534,16 @@ func pageSearch(p *dashPage) string {
 // copies); a redrive by source and reason is previewed with the dry run's
 // count, confirmed, and moves the copies (delivered from the source, the
 // DLQ copies settled); a refused redrive shows the API's message; the
-// inspector shows a copy's payload and stroma.dlq.* headers.
+// inspector shows a copy's payload and stroma.dlq.* headers. Also: no
+// listing of the page's own (the stream's queues and global-dlq
+// families); a late inspector answer never replaces a newer one; the focus
+// lands on the inspector's heading, on the replay's outcome and back on
+// the redrive button used; a date or time that does not exist and a limit
+// outside 1-10,000 are refused on the page with what is wrong, nothing
+// sent; an "until" date includes that day.
 func TestDashboardDeadLetters(t *testing.T) {
 	s, a, p := startDashboard(t, "--lease-ms", "60000")
+	requests := watchRequests(p)
 	startedMs := time.Now().UnixMilli()
 	ctx := ctxT(t)
 	c := dial(t, s, client.TransportTCP)
@@ -358,6 +610,7 @@ func TestDashboardDeadLetters(t *testing.T) {
 	a.json("GET", "/admin/api/global-dlq", "", 200, &g)
 	a.json("PUT", "/admin/api/global-dlq", fmt.Sprintf(`{"expected_version":%d,"target":{"topic":"all-dlq","group":""}}`, g.Version), 200, nil)
 
+	openMark := requests.mark()
 	p.open("/admin/dlq")
 	p.waitText("#live", "live")
 	p.waitJS("the global target, listed and disabled", `(() => { const o = document.querySelector('#dlq-queue option[value="all-dlq/"]'); return !!o && o.disabled && o.textContent.includes('no dead letter yet'); })()`)
@@ -382,6 +635,7 @@ func TestDashboardDeadLetters(t *testing.T) {
 	p.waitText("#dlq-c-total", "5")
 	p.waitText("#dlq-c-retries_exhausted", strconv.Itoa(reasons["retries_exhausted"]))
 	p.waitText("#dlq-c-terminal_nack", strconv.Itoa(reasons["terminal_nack"]))
+	msgNoPeriodicListing(t, requests, openMark, "queues,global-dlq", "/admin/api/queues", "/admin/api/global-dlq")
 
 	// Filters: the source ship, then pay and terminal nacks.
 	setSelect(p, "#dlq-source", "ship/")
@@ -400,6 +654,15 @@ func TestDashboardDeadLetters(t *testing.T) {
 	p.waitText("#dlq-headers", "stroma.dlq.reason")
 	p.waitText("#dlq-headers", "x-order")
 	p.waitText("#dlq-facts", "retries_exhausted")
+	msgWaitFocus(p, "a copy opened", "dlq-insp-title")
+	// A late answer for an earlier click: offset 0's held back 1.5 s,
+	// offset 1 clicked meanwhile; offset 1 stays shown.
+	msgSpyFetch(p, "from=0&limit=1&", 1500)
+	p.click(`#dlq-table tr[data-key="0"] a`)
+	p.click(`#dlq-table tr[data-key="1"] a`)
+	p.waitJS("the late answer delivered", `window.__late === 1`)
+	time.Sleep(200 * time.Millisecond)
+	p.waitJS("offset 1 still shown", `(() => { const b = document.getElementById('payload-body'); return !!b && b.textContent.includes('"charge": 2') && document.getElementById('dlq-insp-offset').textContent === 'offset 1'; })()`)
 
 	// Replay the two retries-exhausted copies, chosen with their checkboxes.
 	p.click(`.dlq-pick[data-offset="0"]`)
@@ -409,6 +672,9 @@ func TestDashboardDeadLetters(t *testing.T) {
 	p.waitText("#confirm-text", "2 copies")
 	p.acceptConfirm()
 	p.waitJS("per-offset outcomes", `document.querySelectorAll('#dlq-replay-table tr[data-outcome="replayed"]').length === 2`)
+	// The replay button is disabled now (nothing selected): the focus is
+	// on the outcome, not dropped to the page's body.
+	msgWaitFocus(p, "after the replay", "dlq-replay-heading")
 	for _, want := range []string{"charge 1", `{"charge":2}`} {
 		d := next(t, subs["pay"], 10*time.Second)
 		if d.Text() != want || d.Headers["stroma.dlq.reason"] != "" {
@@ -424,9 +690,48 @@ func TestDashboardDeadLetters(t *testing.T) {
 
 	// Redrive by filter: pay's terminal nacks. The preview is the dry run.
 	// A time that is not one: the form says so, nothing is sent.
+	msgSpyFetch(p, "", 0)
 	msgSetInput(p, "#rd-from", "yesterday")
 	p.click("#rd-preview")
 	p.waitText("#rd-result", "is not a time")
+	// A date that does not exist is refused with what is wrong (Date
+	// would move it to 2027-02-15 01:00), and so is a limit outside
+	// 1-10,000 (0 would be read as the API's default of 1000).
+	msgSetInput(p, "#rd-from", "2026-13-45 25:00")
+	p.click("#rd-preview")
+	p.waitText("#rd-result", "month 13 is not 1-12")
+	p.waitText("#rd-result", "hour 25 is not 0-23")
+	p.waitJS("the field marked", `document.getElementById('rd-from').getAttribute('aria-invalid') === 'true'`)
+	msgSetInput(p, "#rd-from", "2026-02-30")
+	p.click("#rd-preview")
+	p.waitText("#rd-result", "day 30 is not 1-28")
+	msgSetInput(p, "#rd-from", "")
+	for _, bad := range []string{"0", "10001", "2.5"} {
+		msgSetInput(p, "#rd-limit", bad)
+		p.click("#rd-preview")
+		p.waitText("#rd-result", "At most: \""+bad+"\": write a whole number from 1 to 10,000")
+	}
+	if sent := msgSpied(p, "/admin/api/dlq/redrive"); len(sent) != 0 {
+		t.Fatalf("refused fields sent %d redrives: %v", len(sent), sent)
+	}
+	msgSetInput(p, "#rd-limit", "1000")
+	// "until" a date includes that day: today from its start to its end
+	// counts the copies dead-lettered today.
+	var today string
+	p.eval(`(() => { const d = new Date(); return d.getFullYear() + '-' + String(d.getMonth() + 1).padStart(2, '0') + '-' + String(d.getDate()).padStart(2, '0'); })()`, &today)
+	msgSetInput(p, "#rd-from", today)
+	msgSetInput(p, "#rd-to", today)
+	msgSetInput(p, "#rd-source-topic", "pay")
+	setSelect(p, "#rd-reason", "terminal_nack")
+	p.click("#rd-preview")
+	p.waitText("#rd-preview-count", "2")
+	msgWaitFocus(p, "after the preview", "rd-preview")
+	var toMsOK bool
+	p.eval(`(() => { const b = JSON.parse(window.__reqs.filter((r) => r.url.includes('/dlq/redrive')).pop().body); const d = new Date();
+		return b.to_ms === new Date(d.getFullYear(), d.getMonth(), d.getDate() + 1).getTime() - 1 && b.from_ms === new Date(d.getFullYear(), d.getMonth(), d.getDate()).getTime() && b.limit === 1000; })()`, &toMsOK)
+	if !toMsOK {
+		t.Fatalf("the preview's body %v: want from_ms today's start, to_ms its last millisecond, limit 1000", msgSpied(p, "/admin/api/dlq/redrive"))
+	}
 	fromMs, toMs := startedMs-60_000, time.Now().UnixMilli()+60_000
 	msgSetInput(p, "#rd-from", strconv.FormatInt(fromMs, 10))
 	msgSetInput(p, "#rd-to", strconv.FormatInt(toMs, 10))
@@ -448,6 +753,7 @@ func TestDashboardDeadLetters(t *testing.T) {
 	p.waitText("#confirm-text", fmt.Sprintf("Move %d copies", dry.Matched))
 	p.acceptConfirm()
 	p.waitJS("the redrive's result", fmt.Sprintf(`(() => { const o = document.getElementById('rd-outcome'); return !!o && o.dataset.replayed === '%d' && o.dataset.matched === '%d'; })()`, dry.Matched, dry.Matched))
+	msgWaitFocus(p, "after the redrive", "rd-run")
 	got := map[string]bool{}
 	for range 2 {
 		d := next(t, subs["pay"], 10*time.Second)
@@ -468,6 +774,7 @@ func TestDashboardDeadLetters(t *testing.T) {
 	p.waitJS("the moved copies leave the table", `document.querySelectorAll('#dlq-table tbody tr[data-key]').length === 3 && !document.querySelector('#dlq-table tr[data-key="2"]')`)
 	p.shots("dlq")
 	p.axe()
+	msgFocusTop(p)
 	p.keyboardReach()
 
 	// A redrive of everything with a limit of 1: one copy moves (the first,
@@ -489,10 +796,133 @@ func TestDashboardDeadLetters(t *testing.T) {
 	}
 	p.waitJS("two copies left", `document.querySelectorAll('#dlq-table tbody tr[data-key]').length === 2 && !document.querySelector('#dlq-table tr[data-key="0"]')`)
 
-	// A redrive the API refuses: its message, in the form's status.
-	msgSetInput(p, "#rd-limit", "10001")
+	// A redrive the API refuses (until before from): its message.
+	msgSetInput(p, "#rd-limit", "1000")
+	msgSetInput(p, "#rd-from", strconv.FormatInt(toMs, 10))
+	msgSetInput(p, "#rd-to", strconv.FormatInt(fromMs, 10))
 	p.click("#rd-preview")
 	p.waitText("#rd-result", "bad_parameter")
 	p.noErrors(400)
 	p.measure("dlq", "/admin/dlq?topic=pay-dlq")
+}
+
+// TestDashboardDeadLettersRedrive: a redrive through the page moves what
+// its confirmation stated and nothing else. One topic's two queues (the
+// default group and billing) dead-letter into one DLQ: the source filter
+// "orders" (the default group) previews and moves the default group's
+// copies only (the API reads an empty source_group as any group, so the
+// page sends "default"); a copy dead-lettered while the confirmation is
+// open changes the fresh count, which the page says and asks again; the
+// real redrive is sent with limit = the count confirmed.
+func TestDashboardDeadLettersRedrive(t *testing.T) {
+	s, a, p := startDashboard(t, "--lease-ms", "60000")
+	ctx := ctxT(t)
+	c := dial(t, s, client.TransportTCP)
+	subs := map[string]*client.Subscription{}
+	for _, group := range []string{"", "billing"} {
+		if _, err := c.DeclareQueue(ctx, client.NewQueueConfig("orders").Group(group).Dlq(client.DlqCustom("orders-dlq", ""))); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := c.SubscribeTopic(ctx, "orders", client.SubscribeOptions{Group: group, Prefetch: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		subs[group] = sub
+	}
+	copies := 0
+	deadLetter := func(group, text string) {
+		t.Helper()
+		if _, err := c.PublisherGrouped("orders", group).PublishConfirmed(ctx, client.Text(text)); err != nil {
+			t.Fatal(err)
+		}
+		if err := next(t, subs[group], 10*time.Second).Fail(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		copies++
+		eventually(t, 10_000, 20, func() bool {
+			status, body := a.do("GET", "/admin/api/messages?topic=orders-dlq", "")
+			var page struct{ Items []json.RawMessage }
+			return status == 200 && json.Unmarshal([]byte(body), &page) == nil && len(page.Items) == copies
+		})
+	}
+	deadLetter("", "d1")
+	deadLetter("billing", "b1")
+	deadLetter("", "d2")
+	deadLetter("billing", "b2")
+
+	p.open("/admin/dlq?topic=orders-dlq")
+	p.waitText("#live", "live")
+	p.waitJS("the rows", `document.querySelectorAll('#dlq-table tbody tr[data-key]').length === 4`)
+	setSelect(p, "#dlq-source", "orders/")
+	p.waitJS("the default group's rows", `document.querySelectorAll('#dlq-table tbody tr[data-key]').length === 2`)
+	var label string
+	p.eval(`document.getElementById('dlq-source').selectedOptions[0].textContent`, &label)
+	if label != "orders" {
+		t.Fatalf("the source filter reads %q", label)
+	}
+	var group string
+	p.eval(`document.getElementById('rd-source-group').value`, &group)
+	if group != "default" {
+		t.Fatalf("the source orders/ fills the redrive's group with %q, want default (\"\" is any group)", group)
+	}
+	msgSpyFetch(p, "", 0)
+	p.click("#rd-preview")
+	var dry struct {
+		Matched int `json:"matched"`
+	}
+	a.json("POST", "/admin/api/dlq/redrive", `{"dlq_topic":"orders-dlq","source_topic":"orders","source_group":"default","dry_run":true}`, 200, &dry)
+	if dry.Matched != 2 {
+		t.Fatalf("the API's dry run for the default group matched %d, want 2", dry.Matched)
+	}
+	p.waitText("#rd-preview-count", "2")
+	p.waitText("#rd-preview-text", "orders (default group)")
+
+	// Run: a copy arrives while the question is open; the fresh count
+	// differs, the page says so and asks again with it.
+	p.click("#rd-run")
+	p.waitText("#confirm-text", "Move 2 copies")
+	deadLetter("", "d3")
+	p.acceptConfirm()
+	p.waitJS("asked again", `document.getElementById('confirm').open && document.getElementById('confirm-text').textContent.includes('Move 3 copies') && document.getElementById('confirm-text').textContent.includes('The count changed')`)
+	p.waitText("#rd-changed", "2 copies then, 3 copies now")
+	p.click("#confirm-ok")
+	p.waitJS("the redrive's result", `(() => { const o = document.getElementById('rd-outcome'); return !!o && o.dataset.replayed === '3'; })()`)
+	var runs []map[string]any
+	for _, r := range msgSpied(p, "/admin/api/dlq/redrive") {
+		var b map[string]any
+		if err := json.Unmarshal([]byte(r.Body), &b); err != nil {
+			t.Fatal(err)
+		}
+		if b["source_group"] != "default" || b["source_topic"] != "orders" {
+			t.Fatalf("a redrive sent with source %v / %v, want orders / default", b["source_topic"], b["source_group"])
+		}
+		if b["dry_run"] == false {
+			runs = append(runs, b)
+		}
+	}
+	if len(runs) != 1 || runs[0]["limit"] != float64(3) {
+		t.Fatalf("the real redrives sent %v, want one with limit 3 (the count confirmed)", runs)
+	}
+	got := map[string]bool{}
+	for range 3 {
+		d := next(t, subs[""], 10*time.Second)
+		got[d.Text()] = true
+		if err := d.Ack(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !got["d1"] || !got["d2"] || !got["d3"] {
+		t.Fatalf("redriven to the default group: %v", got)
+	}
+	left := dashBrowse(t, a, "topic=orders-dlq")
+	if len(left.Items) != 2 {
+		t.Fatalf("the DLQ keeps %d copies, want billing's 2", len(left.Items))
+	}
+	for _, it := range left.Items {
+		if it.Headers["stroma.dlq.source_group"] != "billing" {
+			t.Fatalf("a copy of %q left, want billing's only: %+v", it.Headers["stroma.dlq.source_group"], it)
+		}
+	}
+	p.noErrors()
 }

@@ -2,7 +2,7 @@
 // payload preview (GET /admin/api/messages?include_payload=true answers
 // the first payload_limit_bytes bytes as base64). Everything here is built
 // with el() and textContent: a payload is data, never markup.
-import { el, fmt } from '../dash.js';
+import { el, fmt, replace } from '../dash.js';
 
 // hexBytesMax bounds the hex dump: 64 KiB is 4096 lines, about what a
 // browser lays out without a stall; the rest of a bigger preview is cut
@@ -22,7 +22,9 @@ export function decodeBase64(text) {
 // that would not read as text). A preview cut inside a multi-byte
 // character is still text: the cut tail (at most 3 bytes) is dropped.
 export function utf8(bytes, truncated) {
-  const decoder = new TextDecoder('utf-8', { fatal: true });
+  // ignoreBOM: a byte order mark is kept in the text (and said above the
+  // payload), not dropped where the reader cannot see that it was there.
+  const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
   let text = null;
   for (let cut = 0; cut <= (truncated ? 3 : 0) && cut <= bytes.length; cut++) {
     try { text = decoder.decode(bytes.subarray(0, bytes.length - cut)); break; } catch (e) { text = null; }
@@ -52,14 +54,105 @@ export function autoView(bytes, contentType, truncated) {
   const text = utf8(bytes, truncated);
   if (text === null) return 'hex';
   if (!truncated && (isJSONType(contentType) || !contentType || /^text\/plain/i.test(contentType))) {
-    const t = text.trim();
-    if ((isJSONType(contentType) || t.startsWith('{') || t.startsWith('[')) && parses(t)) return 'json';
+    // JSON's own whitespace only: String.trim would also drop a BOM.
+    const t = text.replace(/^[ \t\n\r]+/, '');
+    if ((isJSONType(contentType) || t.startsWith('{') || t.startsWith('[')) && isJSON(text)) return 'json';
   }
   return 'text';
 }
 
-function parses(text) {
-  try { JSON.parse(text); return true; } catch (e) { return false; }
+// isJSON says whether text is one whole JSON value (RFC 8259).
+export function isJSON(text) {
+  try { scanJSON(text, false); return true; } catch (e) { return false; }
+}
+
+// prettyJSON re-indents JSON text by two spaces a level and answers it;
+// every literal (string with its escapes, number, true/false/null) is kept
+// byte for byte as written. JSON.parse then JSON.stringify would not:
+// 12345678901234567890 became 12345678901234567000, 1.50 became 1.5,
+// "\u003c" became "<" and a repeated key kept only its last value, so the
+// page showed a payload that is not the one stored. It throws a
+// SyntaxError saying where the text is not JSON, and a RangeError past
+// prettyCharsMax (a deep nesting indents quadratically).
+export function prettyJSON(text) {
+  return scanJSON(text, true);
+}
+
+// prettyCharsMax bounds prettyJSON's answer (16 M characters).
+export const prettyCharsMax = 16 * 1024 * 1024;
+
+// The tokens of JSON, as sticky expressions (one match at lastIndex).
+const jsonString = /"(?:[^"\\\u0000-\u001f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"/y;
+const jsonNumber = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
+
+// scanJSON checks text (and, with pretty, answers it re-indented) with a
+// loop over the tokens and a stack of the open containers: no recursion,
+// so a deep nesting cannot overflow the call stack.
+function scanJSON(text, pretty) {
+  const out = [];
+  let outChars = 0;
+  const emit = (s) => {
+    if (!pretty) return;
+    outChars += s.length;
+    if (outChars > prettyCharsMax) throw new RangeError('the pretty-printed text would be over ' + prettyCharsMax + ' characters');
+    out.push(s);
+  };
+  const stack = []; // '{' or '['
+  const indents = [];
+  const newline = () => indents[stack.length] || (indents[stack.length] = '\n' + '  '.repeat(stack.length));
+  // expect: 'value', 'value-or-]' (after '['), 'key-or-}' (after '{'),
+  // 'key' (after ',' in an object), ':' (after a key), 'next' (after a
+  // value: ',' or the container's end, or the end of the text).
+  let expect = 'value';
+  let i = 0;
+  const fail = (what) => {
+    throw new SyntaxError(what + ' at character ' + (i + 1) + (i < text.length ? ' (' + JSON.stringify(text.slice(i, i + 12)) + ')' : ''));
+  };
+  const token = (re) => {
+    re.lastIndex = i;
+    const m = re.exec(text);
+    return m && m[0].length ? m[0] : null;
+  };
+  for (;;) {
+    for (let ch = text.charCodeAt(i); ch === 32 || ch === 10 || ch === 13 || ch === 9; ch = text.charCodeAt(++i));
+    if (i >= text.length) {
+      if (expect === 'next' && stack.length === 0) return out.join('');
+      fail(stack.length ? 'the text ends inside ' + (stack[stack.length - 1] === '{' ? 'an object' : 'an array') : 'no JSON value');
+    }
+    const c = text[i];
+    if (expect === 'next') {
+      if (stack.length === 0) fail('text after the JSON value');
+      const open = stack[stack.length - 1];
+      if (c === ',') { i++; emit(',' + newline()); expect = open === '{' ? 'key' : 'value'; continue; }
+      if (c === (open === '{' ? '}' : ']')) { i++; stack.pop(); emit(newline() + c); continue; }
+      fail(open === '{' ? "expected ',' or '}'" : "expected ',' or ']'");
+    }
+    if (expect === ':') {
+      if (c !== ':') fail("expected ':'");
+      i++; emit(': '); expect = 'value'; continue;
+    }
+    if (expect === 'key-or-}' || expect === 'value-or-]') {
+      const close = expect === 'key-or-}' ? '}' : ']';
+      if (c === close) { i++; stack.pop(); emit(close); expect = 'next'; continue; }
+      emit(newline());
+      expect = close === '}' ? 'key' : 'value';
+    }
+    if (expect === 'key') {
+      const s = c === '"' ? token(jsonString) : null;
+      if (s === null) fail(c === '"' ? 'a bad string' : 'expected a key (a string)');
+      i += s.length; emit(s); expect = ':'; continue;
+    }
+    // expect === 'value'
+    if (c === '{' || c === '[') {
+      i++; emit(c); stack.push(c); expect = c === '{' ? 'key-or-}' : 'value-or-]'; continue;
+    }
+    let v = null;
+    if (c === '"') v = token(jsonString);
+    else if (c === '-' || (c >= '0' && c <= '9')) v = token(jsonNumber);
+    else if (c === 't' || c === 'f' || c === 'n') v = [c === 't' ? 'true' : c === 'f' ? 'false' : 'null'].find((lit) => text.startsWith(lit, i)) || null;
+    if (v === null) fail(c === '"' ? 'a bad string' : 'expected a value');
+    i += v.length; emit(v); expect = 'next';
+  }
 }
 
 // hexDump answers the classic 16-bytes-a-line dump: offset, bytes, and the
@@ -108,11 +201,16 @@ export function render(item, view, previewLimit) {
       body = hexDump(bytes);
       note = 'Not UTF-8 text: shown as hex.';
     } else if (chosen === 'json') {
-      try { body = JSON.stringify(JSON.parse(text), null, 2); } catch (e) {
+      try { body = prettyJSON(text); } catch (e) {
         body = text;
-        note = truncated ? 'A truncated preview is not whole JSON: shown as text.' : 'Not valid JSON (' + e.message + '): shown as text.';
+        note = truncated ? 'A truncated preview is not whole JSON: shown as text.'
+          : e instanceof RangeError ? 'Too deeply nested to pretty-print (' + e.message + '): shown as text.'
+            : 'Not valid JSON (' + e.message + '): shown as text.';
       }
     } else body = text;
+    if (text !== null && text.startsWith('\ufeff')) {
+      notes.push(' ', el('span', { id: 'payload-bom' }, 'The payload starts with a byte order mark (EF BB BF), kept in the text below.'));
+    }
   }
   const shownAs = note && note.endsWith('hex.') ? 'hex' : note && note.includes('shown as text') ? 'text' : chosen;
   return {
@@ -128,6 +226,15 @@ export function render(item, view, previewLimit) {
 // previewChoices are the payload_limit_bytes an inspector offers (the
 // API's default, and its 1 MiB cap).
 export const previewChoices = [1024, 4096, 65536, 1048576];
+export const previewDefault = 4096;
+
+// previewSize reads the preview size from the URL's value: a whole number
+// of bytes from 1 to 1 MiB (the API's bounds), else the default (a hand-
+// edited "preview=abc" would send NaN, which the API refuses).
+export function previewSize(raw) {
+  const n = Number(raw);
+  return raw !== '' && Number.isInteger(n) && n >= 1 && n <= 1048576 ? n : previewDefault;
+}
 
 function kvRow(k, v) { return [el('dt', {}, k), el('dd', {}, v)]; }
 
@@ -157,7 +264,7 @@ export function details(m, opts) {
     ...['auto', 'text', 'json', 'hex'].map((v) => el('option', { value: v }, v === 'auto' ? 'Automatic (' + shown.view + ')' : v === 'json' ? 'JSON, pretty-printed' : v === 'hex' ? 'Hex dump' : 'Text')));
   viewSelect.value = opts.view || 'auto';
   const previewSelect = el('select', { id: p + '-preview', onchange: (ev) => opts.onPreview(Number(ev.target.value)) },
-    ...previewChoices.map((n) => el('option', { value: String(n) }, fmt.bytes(n))));
+    ...[...new Set([...previewChoices, opts.preview])].sort((a, b) => a - b).map((n) => el('option', { value: String(n) }, fmt.bytes(n))));
   previewSelect.value = String(opts.preview);
   return [
     el('dl', { class: 'kv', id: p + '-facts' }, ...facts),
@@ -169,4 +276,15 @@ export function details(m, opts) {
       el('div', { class: 'field' }, el('label', { for: p + '-preview' }, 'Preview size (payload_limit_bytes)'), previewSelect)),
     ...shown.nodes,
   ];
+}
+
+// replaceKeepingFocus is replace() for an inspector redrawn under the
+// reader: a control of it that had the focus (the view or preview select,
+// rebuilt with the same id) has it again afterwards, rather than the focus
+// falling to the page's body.
+export function replaceKeepingFocus(box, nodes) {
+  const had = box.contains(document.activeElement) ? document.activeElement.id : '';
+  replace(box, ...nodes);
+  const again = had ? document.getElementById(had) : null;
+  if (again && box.contains(again)) again.focus();
 }

@@ -5,9 +5,12 @@
 // shown); redrive a filtered set (POST /admin/api/dlq/redrive), always
 // counted first with a dry run whose number the confirmation states. The
 // view is in the URL: topic, group, partition, source, reason, from,
-// offset (the copy inspected), view, preview.
+// offset (the copy inspected), view, preview. The queue listing and the
+// global DLQ target come from the `queues` and `global-dlq` families of the
+// page's one live stream: the page makes no listing of its own.
 import { start, get, post, q, el, replace, setText, fmt, table, urlState, banner, errorText, confirmDialog, toast, live, $ } from '../dash.js';
-import { details } from '../lib/payload.js';
+import { details, previewSize, previewDefault, replaceKeepingFocus } from '../lib/payload.js';
+import { queueKey } from '../lib/queues.js';
 
 const H = {
   topic: 'stroma.dlq.source_topic', group: 'stroma.dlq.source_group', partition: 'stroma.dlq.source_partition',
@@ -20,6 +23,9 @@ const reasons = ['retries_exhausted', 'terminal_nack', 'expired', 'pending_recov
 const pageLimit = 500;
 // replayOffsetsMax is the API's bound on one replay.
 const replayOffsetsMax = 100;
+// redriveLimitMax is the API's cap on one redrive's limit (its 0 means its
+// default of 1000, so the page never sends 0).
+const redriveLimitMax = 10000;
 
 let queues = [];
 let globalTarget = null;
@@ -27,9 +33,8 @@ let page = null;
 let rows = [];
 let picked = new Set(); // offsets chosen for a replay
 let tbl = null;
-let ticket = 0;
-
-function queueKey(topic, group) { return topic + '/' + (group && group !== 'default' ? group : ''); }
+let ticket = 0; // the ticket of the table's last request
+let inspecting = 0; // the ticket of the inspector's last request
 function sourceOf(m) {
   const h = m.headers || {};
   return h[H.topic] ? queueKey(h[H.topic], h[H.group] || '') : '';
@@ -189,12 +194,6 @@ async function load() {
     : 'End of the partition (next offset ' + page.next_offset + ').');
 }
 
-async function refreshQueues() {
-  const [qs, g] = await Promise.all([get('/admin/api/queues'), get('/admin/api/global-dlq').catch(() => null)]);
-  queues = qs.queues || [];
-  globalTarget = g && g.target ? g.target : null;
-}
-
 // ---- Replay
 
 async function replay() {
@@ -208,12 +207,14 @@ async function replay() {
   if (!ok) return;
   const btn = $('#dlq-replay');
   btn.disabled = true;
+  let outcome = null; // the heading of what happened, where the focus goes
   try {
     const res = await post('/admin/api/dlq/replay', { dlq_topic: urlState.get('topic', ''), dlq_group: urlState.get('group', ''), partition: Number(urlState.get('partition', '0')), offsets });
     const results = res.results || [];
     const replayed = results.filter((r) => r.outcome === 'replayed').length;
+    outcome = el('h3', { class: 'msg-h3', id: 'dlq-replay-heading', tabindex: '-1' }, 'Replay: ' + replayed + ' of ' + results.length + ' replayed');
     replace($('#dlq-replay-results'),
-      el('h3', { class: 'msg-h3' }, 'Replay: ' + replayed + ' of ' + results.length + ' replayed'),
+      outcome,
       el('div', { class: 'table-wrap' }, el('table', { id: 'dlq-replay-table' },
         el('thead', {}, el('tr', {}, el('th', { scope: 'col', class: 'num' }, 'Offset'), el('th', { scope: 'col' }, 'Outcome'), el('th', { scope: 'col' }, 'Reason'))),
         el('tbody', {}, ...results.map((r) => el('tr', { dataset: { offset: String(r.offset), outcome: r.outcome } },
@@ -223,42 +224,109 @@ async function replay() {
     toast(replayed + (replayed === 1 ? ' copy' : ' copies') + ' replayed');
     picked.clear();
   } catch (err) {
-    replace($('#dlq-replay-results'), el('p', { class: 'form-error', role: 'alert' }, 'Replay refused: ' + errorText(err)));
+    outcome = el('p', { class: 'form-error', role: 'alert', id: 'dlq-replay-heading', tabindex: '-1' }, 'Replay refused: ' + errorText(err));
+    replace($('#dlq-replay-results'), outcome);
   } finally {
     btn.disabled = false;
   }
   await refresh();
+  // Disabling the focused button dropped the focus to the page's body: it
+  // goes back to the button, or, the button being disabled now (a replay
+  // clears the selection), to the outcome's heading.
+  if (document.activeElement === document.body || document.activeElement === btn) {
+    if (!btn.disabled) btn.focus(); else outcome.focus();
+  }
 }
 
 // ---- Redrive
 
 // localMs reads a time field: Unix ms, or a local date and time
-// ("2026-12-01 17:30[:05]"; a date alone is its midnight). Plain text
-// fields, not datetime-local: those take a Tab per date part.
-function localMs(value) {
+// ("2026-12-01 17:30[:05]"). A date alone is the start of that day, or
+// with endOfDay (the "until" field) its last millisecond, so "until
+// 2026-12-01" includes that day. A date or time that does not exist is
+// refused with what is wrong: Date would quietly move 2026-13-45 25:00 to
+// 2027-02-15 01:00, and the checked round trip also catches a local time
+// skipped by a daylight-saving change. Plain text fields, not
+// datetime-local: those take a Tab per date part.
+function localMs(value, endOfDay) {
   value = value.trim();
   if (!value) return 0;
-  if (/^\d{10,}$/.test(value)) return Number(value);
+  if (/^\d{10,}$/.test(value) && Number.isSafeInteger(Number(value))) return Number(value);
   const m = /^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{1,2}):(\d{2})(?::(\d{2}))?)?$/.exec(value);
   if (!m) throw new Error('"' + value + '" is not a time: write 2026-12-01 17:30 or Unix milliseconds');
-  return new Date(Number(m[1]), Number(m[2]) - 1, Number(m[3]), Number(m[4] || 0), Number(m[5] || 0), Number(m[6] || 0)).getTime();
+  const [y, mo, d, h, mi, sec] = m.slice(1).map((x) => Number(x || 0));
+  const wrong = [];
+  if (y < 1970) wrong.push('year ' + y + ' is before 1970');
+  if (mo < 1 || mo > 12) wrong.push('month ' + mo + ' is not 1-12');
+  else {
+    const days = new Date(y, mo, 0).getDate();
+    if (d < 1 || d > days) wrong.push('day ' + d + ' is not 1-' + days + ' in ' + y + '-' + m[2]);
+  }
+  if (h > 23) wrong.push('hour ' + h + ' is not 0-23');
+  if (mi > 59) wrong.push('minute ' + mi + ' is not 0-59');
+  if (sec > 59) wrong.push('second ' + sec + ' is not 0-59');
+  if (wrong.length) throw new Error('"' + value + '" is not a time: ' + wrong.join(', '));
+  const at = new Date(y, mo - 1, d, h, mi, sec);
+  if (at.getFullYear() !== y || at.getMonth() !== mo - 1 || at.getDate() !== d || at.getHours() !== h || at.getMinutes() !== mi || at.getSeconds() !== sec) {
+    throw new Error('"' + value + '" does not exist in local time (a daylight-saving change skips it)');
+  }
+  if (endOfDay && m[4] === undefined) return new Date(y, mo - 1, d + 1).getTime() - 1;
+  return at.getTime();
 }
 
-function redriveBody(dryRun) {
-  const limit = $('#rd-limit').value === '' ? undefined : Number($('#rd-limit').value);
+// field reads one input of the redrive form with read, marking it invalid
+// (aria-invalid) and naming it in the error when read throws.
+function field(id, label, read) {
+  const input = $('#' + id);
+  try {
+    const v = read(input.value);
+    input.removeAttribute('aria-invalid');
+    return v;
+  } catch (err) {
+    input.setAttribute('aria-invalid', 'true');
+    throw new Error(label + ': ' + errorText(err));
+  }
+}
+
+function readLimit(raw) {
+  const n = Number(raw.trim());
+  if (raw.trim() === '' || !Number.isInteger(n) || n < 1 || n > redriveLimitMax) {
+    throw new Error((raw.trim() === '' ? 'empty' : '"' + raw.trim() + '"') + ': write a whole number from 1 to ' + fmt.num(redriveLimitMax) + ' (the cap of one redrive; run it again for more)');
+  }
+  return n;
+}
+
+// redriveBody reads the form into the dry run's body. Every field is read
+// (and marked) before the first error is thrown.
+function redriveBody() {
+  const errors = [];
+  const read = (id, label, fn) => { try { return field(id, label, fn); } catch (err) { errors.push(err.message); return 0; } };
   const body = {
     dlq_topic: urlState.get('topic', ''), dlq_group: urlState.get('group', ''),
     source_topic: $('#rd-source-topic').value.trim(), source_group: $('#rd-source-group').value.trim(),
-    reason: $('#rd-reason').value, from_ms: localMs($('#rd-from').value), to_ms: localMs($('#rd-to').value), dry_run: dryRun,
+    reason: $('#rd-reason').value,
+    from_ms: read('rd-from', 'Dead-lettered from', (v) => localMs(v, false)),
+    to_ms: read('rd-to', 'Until', (v) => localMs(v, true)),
+    limit: read('rd-limit', 'At most', readLimit),
+    dry_run: true,
   };
-  if (limit !== undefined) body.limit = limit;
-  if (body.source_group && !body.source_topic) throw new Error('name the source topic too: a source group alone matches nothing');
+  if (body.source_group && !body.source_topic) errors.push('Source group: name the source topic too: a source group alone matches nothing');
+  if (errors.length) throw new Error(errors.join('. '));
   return body;
+}
+
+// sourceText names the redrive's source filter. The API reads an empty
+// source_group as any group of the topic and "default" as its default
+// group only, so the two are spelled out.
+function sourceText(b) {
+  if (!b.source_group) return b.source_topic + ' (any group)';
+  if (b.source_group === 'default') return b.source_topic + ' (default group)';
+  return b.source_topic + ' / ' + b.source_group;
 }
 
 function filterText(b) {
   const parts = [];
-  if (b.source_topic) parts.push('from ' + fmt.queue(b.source_topic, b.source_group));
+  if (b.source_topic) parts.push('from ' + sourceText(b));
   if (b.reason) parts.push('reason ' + b.reason);
   if (b.from_ms || b.to_ms) parts.push('dead-lettered ' + (b.from_ms ? 'from ' + fmt.time(b.from_ms) : '') + (b.to_ms ? ' until ' + fmt.time(b.to_ms) : ''));
   return parts.length ? parts.join(', ') : 'every ready or delayed copy';
@@ -274,74 +342,119 @@ function resultBox(r, b) {
     el('dl', { class: 'kv' }, ...rowsKv.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])));
 }
 
+function copies(n) { return fmt.num(n) + (n === 1 ? ' copy' : ' copies'); }
+
+// redrive counts the form's filter with a dry run (the preview) and, with
+// run, moves what it counted. The real redrive never moves more than the
+// confirmation stated: it runs with limit = the count, and the count is
+// taken again after the confirmation; if it changed meanwhile (copies
+// dead-lettered or taken), the page says so and asks again.
 async function redrive(run) {
   const box = $('#rd-result');
   let body;
-  try { body = redriveBody(true); } catch (err) { replace(box, el('p', { class: 'form-error', role: 'alert' }, errorText(err))); return; }
+  try { body = redriveBody(); } catch (err) { replace(box, el('p', { class: 'form-error', role: 'alert' }, errorText(err))); return; }
   if (!body.dlq_topic) { replace(box, el('p', { class: 'form-error', role: 'alert' }, 'Choose a dead-letter queue first.')); return; }
   const buttons = [$('#rd-preview'), $('#rd-run')];
-  buttons.forEach((b) => { b.disabled = true; });
+  // Disabling the focused button drops the focus to the page's body: it
+  // comes back once the answer is in (as dash.js bindForm does).
+  const focused = document.activeElement;
+  const busy = (on) => buttons.forEach((b) => { b.disabled = on; });
+  busy(true);
   try {
     // The preview is a dry run: the same filter, counted by the broker.
-    const dry = await post('/admin/api/dlq/redrive', body);
-    const more = dry.next_offset_hint !== null && dry.next_offset_hint !== undefined;
-    replace(box, el('p', { id: 'rd-preview-text' }, el('strong', { id: 'rd-preview-count' }, fmt.num(dry.matched)),
-      (dry.matched === 1 ? ' copy matches' : ' copies match') + ' (' + filterText(body) + ')' + (more ? '; the limit stopped the count, more may match.' : '.')));
+    const count = async (changedFrom) => {
+      const dry = await post('/admin/api/dlq/redrive', body);
+      const more = dry.next_offset_hint !== null && dry.next_offset_hint !== undefined;
+      replace(box,
+        changedFrom === undefined ? null : el('p', { id: 'rd-changed' }, el('strong', {}, 'The count changed after the confirmation: ' + copies(changedFrom) + ' then, ' + copies(dry.matched) + ' now.')),
+        el('p', { id: 'rd-preview-text' }, el('strong', { id: 'rd-preview-count' }, fmt.num(dry.matched)),
+          (dry.matched === 1 ? ' copy matches' : ' copies match') + ' (' + filterText(body) + ')' + (more ? '; the limit stopped the count, more may match.' : '.')));
+      return dry.matched;
+    };
+    let matched = await count();
     if (!run) return;
-    if (dry.matched === 0) { toast('Nothing matches: nothing to redrive.'); return; }
-    buttons.forEach((b) => { b.disabled = false; });
-    const ok = await confirmDialog('Move ' + dry.matched + (dry.matched === 1 ? ' copy' : ' copies') + ' (' + filterText(body) + ') back to their source queues? Each is completed here once durable in its source.', 'Redrive ' + dry.matched);
-    if (!ok) return;
-    buttons.forEach((b) => { b.disabled = true; });
-    const res = await post('/admin/api/dlq/redrive', { ...body, dry_run: false });
+    let changedFrom;
+    for (;;) {
+      if (matched === 0) { toast('Nothing matches: nothing to redrive.'); return; }
+      busy(false);
+      const ok = await confirmDialog((changedFrom === undefined ? '' : 'The count changed: ' + copies(changedFrom) + ' when you confirmed, ' + copies(matched) + ' now. ')
+        + 'Move ' + copies(matched) + ' (' + filterText(body) + ') back to their source queues? Each is completed here once durable in its source.', 'Redrive ' + matched);
+      if (!ok) return;
+      busy(true);
+      const now = await count(matched);
+      if (now === matched) break;
+      changedFrom = matched;
+      matched = now;
+    }
+    const res = await post('/admin/api/dlq/redrive', { ...body, dry_run: false, limit: matched });
     replace(box, resultBox(res, body));
-    toast(res.replayed + (res.replayed === 1 ? ' copy' : ' copies') + ' redriven');
+    toast(copies(res.replayed) + ' redriven');
     await refresh();
   } catch (err) {
     replace(box, el('p', { class: 'form-error', role: 'alert' }, 'Redrive refused: ' + errorText(err)));
   } finally {
-    buttons.forEach((b) => { b.disabled = false; });
+    busy(false);
+    if (focused && focused.isConnected && document.activeElement === document.body) focused.focus();
   }
 }
 
 // ---- The inspector
 
+// inspect shows the copy at offset (a click in the table) and moves the
+// focus to the inspector's heading, so a keyboard or screen-reader user
+// lands on what opened.
 async function inspect(offset) {
   urlState.set('offset', String(offset));
-  await showInspector();
   draw();
-  $('#dlq-inspector').scrollIntoView({ block: 'nearest' });
+  if (await showInspector()) $('#dlq-insp-title').focus();
 }
 
+// showInspector draws the copy the URL names; it answers false when a
+// newer request overtook this one (its late answer is not drawn).
 async function showInspector() {
+  const my = ++inspecting;
   const offset = urlState.get('offset', ''), topic = urlState.get('topic', '');
   const box = $('#dlq-insp-body');
-  if (offset === '' || !topic) { setText('dlq-insp-offset', ''); return; }
+  if (offset === '' || !topic) { setText('dlq-insp-offset', ''); return true; }
   setText('dlq-insp-offset', 'offset ' + offset);
-  const preview = Number(urlState.get('preview', '4096'));
+  const preview = previewSize(urlState.get('preview', ''));
   try {
     const one = await get('/admin/api/messages' + q({ topic, group: urlState.get('group', ''), partition: urlState.get('partition', '0'), from: offset, limit: 1, include_settled: 'true', include_payload: 'true', payload_limit_bytes: preview }));
+    if (my !== inspecting) return false;
     const m = one.items[0];
     if (!m || String(m.offset) !== offset || m.state === 'settled') {
       replace(box, el('p', { class: 'muted' }, 'Offset ' + offset + ' holds no copy now (settled, redriven, or beyond the end).'));
-      return;
+      return true;
     }
     const h = m.headers || {};
-    replace(box, ...details(m, {
+    replaceKeepingFocus(box, details(m, {
       prefix: 'dlq', view: urlState.get('view', 'auto'), preview,
       facts: [['Source', sourceLabel(sourceOf(m)) + (h[H.partition] !== undefined ? ' partition ' + h[H.partition] : '') + (h[H.offset] !== undefined ? ' offset ' + h[H.offset] : '')],
         ['Reason', h[H.reason] || 'unknown'], ['Dead-lettered', h[H.at] ? fmt.time(Number(h[H.at])) : '–']],
       onView: (v) => { urlState.set('view', v === 'auto' ? '' : v); showInspector(); },
-      onPreview: (n) => { urlState.set('preview', n === 4096 ? '' : n); showInspector(); },
+      onPreview: (n) => { urlState.set('preview', n === previewDefault ? '' : n); showInspector(); },
     }));
   } catch (err) {
+    if (my !== inspecting) return false;
     replace(box, el('p', { class: 'form-error', role: 'alert' }, errorText(err)));
   }
+  return true;
 }
 
+// refresh redraws the table and the inspector; the counts from the queue
+// listing follow with the stream's next tick (2 s).
 async function refresh() {
-  try { await refreshQueues(); } catch (err) { banner(errorText(err)); }
   await Promise.all([load(), showInspector()]);
+}
+
+// sourceFields fills the redrive form's source from a browse key
+// (topic/group, the default group spelled ""). The API reads an empty
+// source_group as any group, so the default group is named: a redrive of
+// "orders" must not take the copies of orders / billing.
+function sourceFields(key) {
+  const [topic, group] = key ? key.split('/') : ['', ''];
+  $('#rd-source-topic').value = topic || '';
+  $('#rd-source-group').value = topic ? group || 'default' : '';
 }
 
 start(async () => {
@@ -352,10 +465,32 @@ start(async () => {
   } }), 'Select all shown');
   const replayBtn = el('button', { type: 'button', id: 'dlq-replay', class: 'small', disabled: true, onclick: replay }, 'Replay selected');
   tbl = table($('#dlq-table'), columns, { id: 'dlq', tools: [selectAll, replayBtn], rowKey: (m) => String(m.offset), empty: 'No dead-lettered copy here (with this filter).' });
-  try { await refreshQueues(); } catch (err) { banner(errorText(err)); }
+  // The listing and the global target come from the live stream (their
+  // first values polled at once); the select waits for both. The counts
+  // redraw with each listing; the table only on Refresh or after a change
+  // (it would move under the user's checkboxes). A failing global-dlq
+  // (no runtime settings) leaves the custom targets: it is not shown.
+  const arrived = new Set();
+  let listed;
+  const firstListing = new Promise((resolve) => { listed = resolve; });
+  const heard = (family) => {
+    arrived.add(family);
+    if (arrived.has('queues') && arrived.has('global-dlq')) listed();
+  };
+  live(['queues', 'global-dlq'], (family, data) => {
+    if (family === 'queues') {
+      banner('', 'dlq-queues');
+      queues = data.queues || [];
+      draw();
+    } else globalTarget = data && data.target ? data.target : null;
+    heard(family);
+  }, { onError: (family, err) => {
+    if (family === 'queues') banner('queue listing: ' + errorText(err), 'dlq-queues');
+    heard(family);
+  } });
+  await firstListing;
   fillQueues();
-  $('#rd-source-topic').value = urlState.get('source', '').split('/')[0] || '';
-  $('#rd-source-group').value = urlState.get('source', '').split('/')[1] || '';
+  sourceFields(urlState.get('source', ''));
   $('#rd-reason').value = urlState.get('reason', '');
   $('#dlq-queue').addEventListener('change', () => {
     const [topic, group] = $('#dlq-queue').value.split('/');
@@ -374,8 +509,7 @@ start(async () => {
   $('#dlq-source').addEventListener('change', () => {
     const v = $('#dlq-source').value;
     urlState.set('source', v);
-    $('#rd-source-topic').value = v.split('/')[0] || '';
-    $('#rd-source-group').value = v.split('/')[1] || '';
+    sourceFields(v);
     draw();
   });
   $('#dlq-reason').addEventListener('change', () => { urlState.set('reason', $('#dlq-reason').value); $('#rd-reason').value = $('#dlq-reason').value; draw(); });
@@ -384,14 +518,4 @@ start(async () => {
   $('#dlq-next').addEventListener('click', () => { if (page) { urlState.set('from', String(page.next_offset_hint)); load(); } });
   $('#dlq-redrive-form').addEventListener('submit', (ev) => { ev.preventDefault(); redrive(ev.submitter && ev.submitter.value === 'run'); });
   await Promise.all([load(), showInspector()]);
-  // One live stream for the header's indicator; the counts refresh with
-  // it, the table only on Refresh or after a change (it would move under
-  // the user's checkboxes).
-  let lastTick = Date.now();
-  live(['overview'], async () => {
-    if (Date.now() - lastTick < 4000) return;
-    lastTick = Date.now();
-    try { await refreshQueues(); } catch (err) { return; }
-    draw();
-  });
 });

@@ -3,9 +3,12 @@
 // next_offset_hint, and inspect one message: its headers and its payload
 // preview as text, pretty JSON or a hex dump. Everything the view depends
 // on is in the URL (topic, group, partition, status, from, limit, offset,
-// preview, view, auto), so a link or a reload shows the same thing.
+// preview, view, auto), so a link or a reload shows the same thing. The
+// partition's counts come from the `queues` family of the page's one live
+// stream: the page makes no queue listing of its own.
 import { start, get, q, el, replace, setText, fmt, table, urlState, banner, errorText, live, $, queueHref } from '../dash.js';
-import { details } from '../lib/payload.js';
+import { details, previewSize, previewDefault, replaceKeepingFocus } from '../lib/payload.js';
+import { queueKey } from '../lib/queues.js';
 
 const activeStates = ['ready', 'inflight', 'delayed', 'pending_dlq'];
 const allStates = [...activeStates, 'settled'];
@@ -14,9 +17,8 @@ let queues = [];
 let current = null; // the last page answered
 let history = []; // the froms of the pages before this one (Previous page)
 let tbl = null;
-let loading = 0;
-
-function queueKey(topic, group) { return topic + '/' + (group && group !== 'default' ? group : ''); }
+let loading = 0; // the ticket of the table's last request
+let inspecting = 0; // the ticket of the inspector's last request
 
 function selected() {
   const [topic, group] = ($('#msg-queue').value || '/').split('/');
@@ -107,21 +109,31 @@ function inspectHref(offset) {
   return u.pathname + u.search;
 }
 
+// noStates says whether every state box is unchecked: the page then asks
+// for nothing (the API would read no status as the active four, so the
+// table would show what was just unchecked).
+function noStates() {
+  return allStates.every((s) => !$('#msg-st-' + s).checked);
+}
+
 // load asks for the page the URL names and draws it.
 async function load() {
   const topic = urlState.get('topic', '');
-  if (!topic) {
+  const none = noStates();
+  $('#msg-states-none').hidden = !none;
+  const link = $('#msg-queue-link');
+  link.href = queueHref(topic, urlState.get('group', ''));
+  link.hidden = !topic;
+  if (!topic || none) {
+    ++loading; // an answer still on its way is not drawn
     current = null;
     tbl.update([]);
-    setText('msg-range', 'no queue chosen');
-    $('#msg-queue-link').hidden = true;
+    setText('msg-range', none ? 'no state chosen' : 'no queue chosen');
+    setText('msg-scan', '');
     showCounts();
     pager();
     return;
   }
-  const link = $('#msg-queue-link');
-  link.href = queueHref(topic, urlState.get('group', ''));
-  link.hidden = false;
   const states = statesWanted();
   const bq = browseQuery(states);
   const ticket = ++loading;
@@ -170,15 +182,6 @@ function go(from) {
   load();
 }
 
-async function refreshQueues() {
-  try {
-    const data = await get('/admin/api/queues');
-    queues = data.queues || [];
-  } catch (err) {
-    banner(errorText(err));
-  }
-}
-
 // ---- The inspector
 
 // markSelected shows which row the inspector shows.
@@ -190,23 +193,29 @@ function markSelected() {
   }
 }
 
+// inspect shows the message at offset (a click in the table) and moves
+// the focus to the inspector's heading, so a keyboard or screen-reader user
+// lands on what opened rather than staying in the table.
 async function inspect(offset) {
   urlState.set('offset', String(offset));
-  await showInspector();
-  const body = $('#msg-insp-body');
-  if (body) $('#msg-inspector').scrollIntoView({ block: 'nearest' });
+  markSelected();
+  if (await showInspector()) $('#msg-insp-title').focus();
 }
 
+// showInspector draws the message the URL names; it answers false when a
+// newer request overtook this one (a click on another offset while this
+// answer was on its way: the late answer is not drawn over the newer).
 async function showInspector() {
+  const my = ++inspecting;
   const offset = urlState.get('offset', '');
   const box = $('#msg-insp-body');
   const topic = urlState.get('topic', '');
   if (offset === '' || !topic) {
     setText('msg-insp-offset', '');
     replace(box, el('p', { class: 'muted' }, 'Choose a message\'s offset in the table to see its headers and payload.'));
-    return;
+    return true;
   }
-  const preview = Number(urlState.get('preview', '4096'));
+  const preview = previewSize(urlState.get('preview', ''));
   setText('msg-insp-offset', 'offset ' + offset);
   let page;
   try {
@@ -217,24 +226,27 @@ async function showInspector() {
       include_payload: 'true', payload_limit_bytes: preview,
     }));
   } catch (err) {
+    if (my !== inspecting) return false;
     replace(box, el('p', { class: 'form-error', role: 'alert' }, errorText(err)));
-    return;
+    return true;
   }
+  if (my !== inspecting) return false;
   const m = page.items[0];
   if (!m || String(m.offset) !== offset) {
     replace(box, el('p', { class: 'muted', id: 'msg-insp-none' }, 'Offset ' + offset + ' holds no message: the partition\'s next publish offset is ' + page.next_offset + '.'));
-    return;
+    return true;
   }
   if (m.state === 'settled') {
     replace(box, el('p', { class: 'muted', id: 'msg-insp-none' }, 'Offset ' + offset + ' is settled. The broker keeps no settled message in memory and the API does not read the log back, so its content is not shown.'));
-    return;
+    return true;
   }
-  replace(box, ...details(m, {
+  replaceKeepingFocus(box, details(m, {
     prefix: 'msg', view: urlState.get('view', 'auto'), preview,
     onView: (v) => { urlState.set('view', v === 'auto' ? '' : v); showInspector(); },
-    onPreview: (n) => { urlState.set('preview', n === 4096 ? '' : n); showInspector(); },
+    onPreview: (n) => { urlState.set('preview', n === previewDefault ? '' : n); showInspector(); },
   }));
   markSelected();
+  return true;
 }
 
 // ---- The form
@@ -246,7 +258,8 @@ function readForm() {
   urlState.set('partition', $('#msg-partition').value === '0' ? '' : $('#msg-partition').value);
   const states = allStates.filter((s) => $('#msg-st-' + s).checked);
   const isDefault = states.length === activeStates.length && activeStates.every((s) => states.includes(s));
-  urlState.set('status', isDefault || states.length === 0 ? '' : states.join(','));
+  // No state at all keeps the URL's last choice: load() asks for nothing.
+  if (states.length) urlState.set('status', isDefault ? '' : states.join(','));
   urlState.set('limit', $('#msg-limit').value === '50' ? '' : $('#msg-limit').value);
 }
 
@@ -261,7 +274,23 @@ function writeForm() {
 start(async () => {
   tbl = table($('#msg-table'), columns, { id: 'msg', filter: true, filterLabel: 'Filter the messages of this page', rowKey: (m) => String(m.offset), empty: 'No message in the chosen states on this page.' });
   writeForm();
-  await refreshQueues();
+  // The queue listing comes from the live stream's `queues` family (its
+  // first value polled at once): the select waits for that first value.
+  let listed;
+  const firstListing = new Promise((resolve) => { listed = resolve; });
+  let lastLoad = Date.now();
+  live(['queues'], (family, data) => {
+    banner('', 'msg-queues');
+    queues = data.queues || [];
+    listed();
+    showCounts();
+    // The table follows the ticks only when asked, every 4 s at most.
+    if ($('#msg-auto').checked && Date.now() - lastLoad >= 4000) {
+      lastLoad = Date.now();
+      load();
+    }
+  }, { onError: (family, err) => { banner('queue listing: ' + errorText(err), 'msg-queues'); listed(); } });
+  await firstListing;
   fillQueues();
   const form = $('#msg-form');
   // A change of queue, partition, states or page size starts again at
@@ -286,14 +315,4 @@ start(async () => {
   });
   $('#msg-auto').addEventListener('change', (ev) => urlState.set('auto', ev.target.checked ? '1' : ''));
   await Promise.all([load(), showInspector()]);
-  // The live ticks (the overview family: one stream) refresh the counts
-  // and, when asked, the page of messages.
-  let lastTick = Date.now();
-  live(['overview'], async () => {
-    if (Date.now() - lastTick < 4000) return;
-    lastTick = Date.now();
-    await refreshQueues();
-    showCounts();
-    if ($('#msg-auto').checked) load();
-  });
 });
