@@ -386,7 +386,10 @@ func (p *dashPage) keyboardReach() {
 			.filter(n => !n.disabled && n.offsetParent !== null && !n.closest('dialog'))
 			.map(id))]; })()`, &want)
 	seen := map[string]bool{}
-	p.eval(`document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0); true`, new(bool))
+	// Tabbing starts at the top of the document: a blur alone would leave
+	// Chromium's starting point at the control that had the focus.
+	p.eval(`(() => { document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0);
+		const top = document.body; top.tabIndex = -1; top.focus(); top.removeAttribute('tabindex'); return true; })()`, new(bool))
 	for i := 0; i < 2*len(want)+10 && len(seen) < len(want); i++ {
 		p.run("tab", chromedp.KeyEvent("\t"))
 		var got string
