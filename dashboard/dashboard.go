@@ -17,6 +17,7 @@ package dashboard
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -81,6 +82,7 @@ type Handler struct {
 
 type staticFile struct {
 	body        []byte
+	gzipped     []byte // body gzipped once at start; nil when it would not shrink
 	etag        string
 	contentType string
 }
@@ -127,7 +129,7 @@ func New(opts Options) (*Handler, error) {
 			ct = "application/octet-stream"
 		}
 		h.static[strings.TrimPrefix(name, "assets/static/")] = staticFile{
-			body: body, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, contentType: ct}
+			body: body, gzipped: gzipOf(body), etag: `"` + hex.EncodeToString(sum[:8]) + `"`, contentType: ct}
 		return nil
 	})
 	if err != nil {
@@ -218,7 +220,37 @@ func (h *Handler) serveStatic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	header.Set("Content-Type", f.contentType)
+	header.Add("Vary", "Accept-Encoding")
+	if f.gzipped != nil && acceptsGzip(r) {
+		header.Set("Content-Encoding", "gzip")
+		_, _ = w.Write(f.gzipped)
+		return
+	}
 	_, _ = w.Write(f.body)
+}
+
+// gzipOf compresses an asset once, at start (they are embedded: the same
+// bytes for the process's life); nil when it would not be smaller.
+func gzipOf(body []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	_, _ = zw.Write(body)
+	_ = zw.Close()
+	if buf.Len() >= len(body) {
+		return nil
+	}
+	return buf.Bytes()
+}
+
+// acceptsGzip says whether the request's Accept-Encoding allows gzip.
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		name, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(name), "gzip") && strings.ReplaceAll(q, " ", "") != "q=0" {
+			return true
+		}
+	}
+	return false
 }
 
 // WantsHTML says whether r is a browser asking for a page (not a script

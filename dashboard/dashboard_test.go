@@ -1,6 +1,9 @@
 package dashboard
 
 import (
+	"bytes"
+	"compress/gzip"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -144,5 +147,27 @@ func TestWantsHTML(t *testing.T) {
 		if got := WantsHTML(req); got != c.want {
 			t.Errorf("%s %s %s: %v", c.method, c.path, c.accept, got)
 		}
+	}
+}
+
+// Assets go gzipped to a browser that takes it, byte for byte the file once
+// inflated, and plain to one that does not.
+func TestStaticGzip(t *testing.T) {
+	mux := newMux(t, Options{})
+	plain := get(mux, "/static/dash.js")
+	zipped := get(mux, "/static/dash.js", "Accept-Encoding", "gzip, deflate, br")
+	if plain.Header().Get("Content-Encoding") != "" || zipped.Header().Get("Content-Encoding") != "gzip" || zipped.Body.Len()*2 > plain.Body.Len() {
+		t.Fatalf("plain %d %v, gzipped %d %v", plain.Body.Len(), plain.Header(), zipped.Body.Len(), zipped.Header())
+	}
+	zr, err := gzip.NewReader(zipped.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inflated, err := io.ReadAll(zr)
+	if err != nil || !bytes.Equal(inflated, plain.Body.Bytes()) {
+		t.Fatalf("inflated %d bytes, err %v", len(inflated), err)
+	}
+	if refused := get(mux, "/static/dash.js", "Accept-Encoding", "gzip;q=0"); refused.Header().Get("Content-Encoding") != "" {
+		t.Fatal("gzip sent to a client that refused it")
 	}
 }
