@@ -791,6 +791,13 @@ export function start(init) {
       banner(errorText(err));
     }
   };
-  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', go);
-  else go();
+  // The skeleton paints first: the page's work starts after the first
+  // frame (a module runs before DOMContentLoaded, and without this a heavy
+  // init would hold the first paint back), or after 100 ms in a tab that
+  // draws no frames (a background tab: its favicon still goes live).
+  let started = false;
+  const once = () => { if (!started) { started = true; go(); } };
+  const later = () => { requestAnimationFrame(() => setTimeout(once, 0)); setTimeout(once, 100); };
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', later);
+  else later();
 }
