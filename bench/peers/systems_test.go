@@ -30,7 +30,7 @@ func TestRequireLoopback(t *testing.T) {
 		"nats://127.0.0.1.example.com:4222", "nats://localhost.example.com:4222",
 		"amqp://guest:guest@192.168.1.2:5672/", "redis://8.8.8.8:6379/0",
 		"nats://127.0.0.1:4222,nats://10.0.0.1:4222", // a server list: the second is elsewhere
-		"127.0.0.1:4222",                             // no scheme: the "host" is not parsed as one
+		"127.0.0.1:4222", // no scheme: the "host" is not parsed as one
 		"nats://%zz",
 	} {
 		if err := RequireLoopback(bad); err == nil {
