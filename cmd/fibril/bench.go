@@ -156,6 +156,20 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if f.system != "" && !strings.HasPrefix(f.system, "fibril-") {
+		// a peer: refuse Fibril's connection flags rather than ignore them
+		var fibrilOnly []string
+		fs.Visit(func(fl *flag.Flag) {
+			switch fl.Name {
+			case "addr", "transport", "user", "ca-file", "reconnect-grace", "left-idle":
+				fibrilOnly = append(fibrilOnly, "-"+fl.Name)
+			}
+		})
+		if len(fibrilOnly) > 0 {
+			fmt.Fprintf(stderr, "fibril bench: %s apply to Fibril, not to -system %s (it takes -url)\n", strings.Join(fibrilOnly, ", "), f.system)
+			return 2
+		}
+	}
 	w := f.workload
 	w.Scenario = scenario
 	w.Producers = min(w.Producers, max(w.Msgs, 1)) // as the harness: no idle producers

@@ -237,6 +237,8 @@ func TestBenchPeerArguments(t *testing.T) {
 		{"end-to-end", "-system", "rabbitmq-quorum", "-url", "amqp://guest:guest@192.168.0.9:5672/"},
 		{"confirmed-publish", "-system", "kafka"},
 		{"confirmed-publish", "-transport", "tcp", "-url", "nats://127.0.0.1:4222"},
+		{"confirmed-publish", "-system", "nats-js", "-transport", "tcp"},
+		{"confirmed-publish", "-system", "nats-js", "-addr", "127.0.0.1:4222"},
 		{"wait", "-system", "redis-streams", "-url", "redis://10.1.2.3:6379/0"},
 		{"wait", "-system", "kafka"},
 	} {
