@@ -49,7 +49,8 @@
 #   PRODUCERS [2] CONSUMERS [2] WINDOW [1024] PREFETCH [1024]
 #   PACED_RATE [5000] PACED_MSGS [50000]   end-to-end at a fixed publish rate (either 0 skips it)
 #   FANOUT_MSGS [100000] FANOUT_READERS [4] (FANOUT_MSGS=0 skips fanout)
-#   FIBRIL_SYSTEMS ["fibril-quic fibril-tcp"]
+#   FIBRIL_SYSTEMS ["fibril-quic fibril-tcp"]  (set but empty: only the peers run, no fibril serve;
+#                         e.g. to check agreement with ../shared/bench-peers/run.sh)
 #   QUEUE_SYSTEMS ["nats-js nats-js-sync rabbitmq-quorum rabbitmq-classic redis-streams"]
 #   FANOUT_SYSTEMS ["nats-js nats-js-sync rabbitmq-stream redis-streams"]
 #   NATS_PORT [44222] NATS_SYNC_PORT [44223] NATS_HTTP_PORT [48222] NATS_SYNC_HTTP_PORT [48223]
@@ -85,7 +86,7 @@ PACED_RATE=${PACED_RATE:-5000}
 PACED_MSGS=${PACED_MSGS:-50000}
 FANOUT_MSGS=${FANOUT_MSGS:-100000}
 FANOUT_READERS=${FANOUT_READERS:-4}
-FIBRIL_SYSTEMS=${FIBRIL_SYSTEMS:-"fibril-quic fibril-tcp"}
+FIBRIL_SYSTEMS=${FIBRIL_SYSTEMS-"fibril-quic fibril-tcp"}
 QUEUE_SYSTEMS=${QUEUE_SYSTEMS:-"nats-js nats-js-sync rabbitmq-quorum rabbitmq-classic redis-streams"}
 FANOUT_SYSTEMS=${FANOUT_SYSTEMS:-"nats-js nats-js-sync rabbitmq-stream redis-streams"}
 NATS_PORT=${NATS_PORT:-44222}
@@ -407,7 +408,9 @@ PORTS=()
 for p in "${PORTS[@]}"; do
 	tcp_port_in_use "$p" && die "port $p on 127.0.0.1 is in use; pick others (NATS_PORT, NATS_SYNC_PORT, NATS_HTTP_PORT, NATS_SYNC_HTTP_PORT, AMQP_PORT, DIST_PORT, EPMD_PORT, REDIS_PORT)"
 done
-if [ -z "$FIBRIL_PORT" ]; then
+if [ -z "$FIBRIL_SYSTEMS" ]; then
+	: # no Fibril system: no port, no fibril serve
+elif [ -z "$FIBRIL_PORT" ]; then
 	FIBRIL_PORT=$(free_port) || die "no free port for fibril; set FIBRIL_PORT"
 elif tcp_port_in_use "$FIBRIL_PORT" || udp_port_in_use "$FIBRIL_PORT"; then
 	die "FIBRIL_PORT $FIBRIL_PORT is in use"
@@ -448,7 +451,7 @@ if [ $NEED_REDIS = 1 ]; then
 	start_redis
 	WAIT_SYSTEMS+=(redis-streams)
 fi
-start_fibril
+[ -n "$FIBRIL_SYSTEMS" ] && start_fibril
 
 # each peer's loopback URL; `fibril bench` samples the server whose -pids key
 # belongs to the system it runs (nats, nats-sync, rabbitmq, redis)
@@ -613,7 +616,7 @@ if [ $NEED_REDIS = 1 ]; then
 	AOF_REWRITES=$(grep -c 'Background append only file rewriting started' "$WORK/redis/redis.log" 2>/dev/null || true)
 	echo "- redis-streams: redis-server $REDIS_VER (Debian package $(dpkg-query -W -f='${Version}' redis-server 2>/dev/null || echo '?')), $REDIS_CFG: XADD reply after the AOF write+fdatasync of its event-loop iteration; automatic AOF rewrites during the run: ${AOF_REWRITES:-?}"
 fi
-echo "- fibril: this checkout, fibril serve defaults except --reconnect-grace-ms 0; confirms after fsync (group commit per partition), one partition per queue; built with $(go version | awk '{print $3}')"
+[ -n "$FIBRIL_SYSTEMS" ] && echo "- fibril: this checkout, fibril serve defaults except --reconnect-grace-ms 0; confirms after fsync (group commit per partition), one partition per queue; built with $(go version | awk '{print $3}')"
 echo "- systems: $FIBRIL_SYSTEMS; queue scenarios: $QUEUE_SYSTEMS; fanout: $FANOUT_SYSTEMS"
 echo "- workload: size=$SIZE B, producers=$PRODUCERS, window=$WINDOW/producer, consumers=$CONSUMERS, prefetch=$PREFETCH, msgs=$MSGS (paced: $PACED_MSGS at $PACED_RATE msg/s), fanout: $FANOUT_MSGS msgs x $FANOUT_READERS readers; reps=$REPS"
 echo
