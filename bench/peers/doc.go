@@ -9,7 +9,7 @@
 // project's drivers (bench/driver.go, bench/fanout.go), which already hold
 // the windows, ids, timing and loss checks. What each adapter must match, and
 // how it does, is in the file of its system and in docs/PERF-LOG.md
-// ("In-project peer drivers").
+// ("the peers in the project").
 //
 // Common to every adapter:
 //   - One connection per producer, per consumer and per reader, plus one
