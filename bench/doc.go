@@ -4,7 +4,9 @@
 //
 // The contract is the section "The workload, exactly" of
 // ../shared/bench-peers/README.md; this package reimplements it rather than
-// importing the harness (a separate module with other brokers' clients).
+// importing the harness. The peers themselves (NATS JetStream, RabbitMQ,
+// Redis Streams) are Targets too, in package bench/peers, so that one
+// program drives every system of a comparison with the same drivers.
 //
 // # The workload
 //

@@ -22,7 +22,10 @@ import (
 // cgo).
 const clockTicksPerSec = 100
 
-// ProcessCPUSeconds is user+system CPU seconds used so far by pid, or -1.
+// ProcessCPUSeconds is the CPU seconds used so far by pid (user+system, all
+// threads) plus those of the children it has reaped (utime+stime+cutime+
+// cstime, as the harness counts: Redis's forked AOF rewrites show there), or
+// -1.
 func ProcessCPUSeconds(pid int) float64 {
 	if pid <= 0 {
 		return -1
@@ -31,7 +34,12 @@ func ProcessCPUSeconds(pid int) float64 {
 	if err != nil {
 		return -1
 	}
-	s := string(b)
+	return parseStatCPUSeconds(string(b))
+}
+
+// parseStatCPUSeconds reads utime, stime, cutime and cstime from the text of
+// /proc/PID/stat, or returns -1.
+func parseStatCPUSeconds(s string) float64 {
 	// The command name is in parentheses and may contain spaces; fields are
 	// counted after the last ')'.
 	i := strings.LastIndexByte(s, ')')
@@ -39,16 +47,20 @@ func ProcessCPUSeconds(pid int) float64 {
 		return -1
 	}
 	f := strings.Fields(s[i+1:])
-	// After ")": state is field 3 (1-based), utime 14, stime 15.
-	if len(f) < 13 {
+	// After ")": state is field 3 (1-based), utime 14, stime 15, cutime 16,
+	// cstime 17.
+	if len(f) < 15 {
 		return -1
 	}
-	userTicks, err1 := strconv.ParseFloat(f[11], 64)
-	systemTicks, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return -1
+	var ticks float64
+	for _, field := range f[11:15] {
+		v, err := strconv.ParseFloat(field, 64)
+		if err != nil {
+			return -1
+		}
+		ticks += v
 	}
-	return (userTicks + systemTicks) / clockTicksPerSec
+	return ticks / clockTicksPerSec
 }
 
 // ProcessRSSMB is the resident set size of pid in MiB, or -1.

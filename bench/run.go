@@ -8,7 +8,8 @@ package bench
 //     fields and always ends with status (then err when not ok), whatever
 //     happened in between, so a table never misses a row.
 //   - CPU, RSS and wall time cover the whole scenario (queue creation,
-//     connections, the measured part, the left probe), as in the harness.
+//     connections, the measured part, the left probe, the Cleanup of a
+//     Cleaner), as in the harness.
 
 import (
 	"context"
@@ -30,6 +31,15 @@ type RunOptions struct {
 	RunLabel  string        // printed as run=
 	Timeout   time.Duration // hard limit for the scenario
 	ServerPID int           // broker process to sample; 0 = none
+}
+
+// Cleaner is a Target that deletes what Prepare or PrepareLog created. Run
+// calls Cleanup after the scenario, whatever its outcome, and before the CPU,
+// RSS and wall-time samples, as the harness's drivers do (their deferred
+// Cleanup runs inside the measured interval). Fibril has no Cleanup: it cannot
+// delete a queue over the client protocol, so each run uses a fresh name.
+type Cleaner interface {
+	Cleanup(ctx context.Context) error
 }
 
 // fanoutUnsupported explains the fanout row of a target without logs.
@@ -56,6 +66,11 @@ func Run(t Target, w Workload, o RunOptions) (*Line, string) {
 		err = runFanout(ctx, t, w, out)
 	default:
 		err = errors.New("unknown scenario " + w.Scenario)
+	}
+	if c, ok := t.(Cleaner); ok {
+		cleanupCtx, cancelCleanup := context.WithTimeout(context.Background(), remainingTimeout)
+		_ = c.Cleanup(cleanupCtx) // a failed delete changes no figure; the next Prepare deletes again
+		cancelCleanup()
 	}
 	serverAfter, selfAfter, after := ProcessCPUSeconds(o.ServerPID), SelfCPUSeconds(), time.Now()
 	if o.ServerPID > 0 && serverBefore >= 0 && serverAfter >= 0 {

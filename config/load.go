@@ -60,8 +60,11 @@ const (
 // tools', tests' and scripts' own. They are never errors.
 var notConfigEnv = []string{"FIBRIL_MUTANT", "FIBRIL_STORAGE_BACKEND", "FIBRIL_FUZZ_SECONDS",
 	"FIBRIL_WIRE_VECTORS", "FIBRIL_LOGSTORE_MEASURE", "FIBRIL_MEASURE",
-	// scripts/bench-compare.sh's knobs.
+	// scripts/bench-compare.sh's knobs (FIBRIL_SHARED: its former
+	// location of the reference harness, still exported by old shells).
 	"FIBRIL_SHARED", "FIBRIL_SYSTEMS", "FIBRIL_PORT", "FIBRIL_PID", "FIBRIL_CONN",
+	// bench/peers' tests: a nats-server binary and a RabbitMQ to use.
+	"FIBRIL_NATS_SERVER", "FIBRIL_BENCH_AMQP_URL",
 	// fibrilctl's login (SPEC 12): a shell that exports them for the CLI
 	// may start the broker too.
 	"FIBRIL_USERNAME", "FIBRIL_PASSWORD"}

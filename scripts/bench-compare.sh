@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Benchmark Fibril beside NATS JetStream, RabbitMQ and Redis Streams on this
-# machine, in one run, with the workload and the peer set of
-# ../shared/bench-peers (README "The workload, exactly"; its run.sh starts the
-# peers the same way, this script does not source it).
+# machine, in one run, with the workload and the peer set of the reference
+# harness ../shared/bench-peers (README "The workload, exactly"; its run.sh
+# starts the peers the same way). Everything needed is in this checkout: the
+# peers are driven by `fibril bench --system <peer> --url <loopback URL>`
+# (package bench/peers, over each peer's own Go client), so a lone clone runs
+# it.
 #
 # Builds nats-server $NATS_VERSION from its Go module once into $CACHE_DIR
 # (reused afterwards; the harness's run.sh uses the same cache), installs
@@ -30,9 +33,9 @@
 # nats-js, nats-js-sync, rabbitmq-quorum, rabbitmq-classic and redis-streams;
 # fanout with nats-js, nats-js-sync, rabbitmq-stream and redis-streams.
 #
-# The peers are driven by the harness's own Go program, built from
-# $FIBRIL_SHARED/bench-peers into the temporary directory; Fibril by
-# `fibril bench`, built from this checkout.
+# Every system, Fibril and peers, is driven by one `fibril bench` binary built
+# from this checkout into the temporary directory; it also waits for the
+# peers (`fibril bench wait`) and prints the table (`fibril bench report`).
 #
 # Usage: scripts/bench-compare.sh        (defaults below; override with environment variables)
 #        REPS=1 MSGS=50000 scripts/bench-compare.sh
@@ -46,7 +49,8 @@
 #   PRODUCERS [2] CONSUMERS [2] WINDOW [1024] PREFETCH [1024]
 #   PACED_RATE [5000] PACED_MSGS [50000]   end-to-end at a fixed publish rate (either 0 skips it)
 #   FANOUT_MSGS [100000] FANOUT_READERS [4] (FANOUT_MSGS=0 skips fanout)
-#   FIBRIL_SYSTEMS ["fibril-quic fibril-tcp"]
+#   FIBRIL_SYSTEMS ["fibril-quic fibril-tcp"]  (set but empty: only the peers run, no fibril serve;
+#                         e.g. to check agreement with ../shared/bench-peers/run.sh)
 #   QUEUE_SYSTEMS ["nats-js nats-js-sync rabbitmq-quorum rabbitmq-classic redis-streams"]
 #   FANOUT_SYSTEMS ["nats-js nats-js-sync rabbitmq-stream redis-streams"]
 #   NATS_PORT [44222] NATS_SYNC_PORT [44223] NATS_HTTP_PORT [48222] NATS_SYNC_HTTP_PORT [48223]
@@ -56,11 +60,10 @@
 #   CACHE_DIR [${XDG_CACHE_HOME:-$HOME/.cache}/bench-peers]  where the built nats-server is kept
 #   NATS_LEGACY=1         use Debian's nats-server (2.9) for nats-js instead; drops nats-js-sync
 #   SCENARIO_TIMEOUT [240]  seconds per system and scenario (hard limit)
-#   FIBRIL_SHARED [$(dirname repo)/shared]  where bench-peers lives
 #   KEEP=1                keep the temporary directory (logs, data) afterwards
 #
-# Needs Go (the harness's go.mod and nats-server 2.15.2 want >= 1.26) and, for
-# the first build of nats-server, the Go module proxy; missing Debian packages
+# Needs Go (this module and nats-server 2.15.2 want >= 1.26) and, for the
+# first build of nats-server, the Go module proxy; missing Debian packages
 # are installed only as root.
 #
 # Fibril runs with --reconnect-grace-ms 0, so that a consumer's closed
@@ -71,8 +74,6 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
-SHARED=${FIBRIL_SHARED:-$(dirname "$REPO")/shared}
-PEERS_SRC="$SHARED/bench-peers"
 
 REPS=${REPS:-2}
 MSGS=${MSGS:-200000}
@@ -85,7 +86,7 @@ PACED_RATE=${PACED_RATE:-5000}
 PACED_MSGS=${PACED_MSGS:-50000}
 FANOUT_MSGS=${FANOUT_MSGS:-100000}
 FANOUT_READERS=${FANOUT_READERS:-4}
-FIBRIL_SYSTEMS=${FIBRIL_SYSTEMS:-"fibril-quic fibril-tcp"}
+FIBRIL_SYSTEMS=${FIBRIL_SYSTEMS-"fibril-quic fibril-tcp"}
 QUEUE_SYSTEMS=${QUEUE_SYSTEMS:-"nats-js nats-js-sync rabbitmq-quorum rabbitmq-classic redis-streams"}
 FANOUT_SYSTEMS=${FANOUT_SYSTEMS:-"nats-js nats-js-sync rabbitmq-stream redis-streams"}
 NATS_PORT=${NATS_PORT:-44222}
@@ -105,8 +106,6 @@ SCENARIO_TIMEOUT=${SCENARIO_TIMEOUT:-240}
 
 log() { echo "[bench-compare $(date +%H:%M:%S)] $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
-
-[ -f "$PEERS_SRC/main.go" ] || die "no bench-peers harness at $PEERS_SRC (set FIBRIL_SHARED)"
 
 # ---------------------------------------------------------------- systems
 without() { # word list... -> the list without word
@@ -232,7 +231,7 @@ EPMD_PID=""
 RMQ_PID=""    # the rabbitmq-server foreground script (turns SIGTERM into a clean stop)
 BEAM_PID=""   # the Erlang VM it runs (sampled for CPU/RSS)
 FIBRIL_PID="" # fibril serve
-WAITER=""     # peers wait
+WAITER=""     # fibril bench wait
 
 stop_pid() { # pid name seconds: TERM, then KILL of that same PID after the timeout
 	local pid=$1 name=$2 secs=$3 i
@@ -249,7 +248,7 @@ stop_pid() { # pid name seconds: TERM, then KILL of that same PID after the time
 
 cleanup() {
 	set +e
-	[ -n "$WAITER" ] && stop_pid "$WAITER" "peers wait" 5
+	[ -n "$WAITER" ] && stop_pid "$WAITER" "fibril bench wait" 5
 	[ -n "$FIBRIL_PID" ] && { log "stopping fibril (pid $FIBRIL_PID)"; stop_pid "$FIBRIL_PID" fibril 20; }
 	if [ -n "$RMQ_PID" ]; then
 		log "stopping rabbitmq (pid $RMQ_PID)"
@@ -409,7 +408,9 @@ PORTS=()
 for p in "${PORTS[@]}"; do
 	tcp_port_in_use "$p" && die "port $p on 127.0.0.1 is in use; pick others (NATS_PORT, NATS_SYNC_PORT, NATS_HTTP_PORT, NATS_SYNC_HTTP_PORT, AMQP_PORT, DIST_PORT, EPMD_PORT, REDIS_PORT)"
 done
-if [ -z "$FIBRIL_PORT" ]; then
+if [ -z "$FIBRIL_SYSTEMS" ]; then
+	: # no Fibril system: no port, no fibril serve
+elif [ -z "$FIBRIL_PORT" ]; then
 	FIBRIL_PORT=$(free_port) || die "no free port for fibril; set FIBRIL_PORT"
 elif tcp_port_in_use "$FIBRIL_PORT" || udp_port_in_use "$FIBRIL_PORT"; then
 	die "FIBRIL_PORT $FIBRIL_PORT is in use"
@@ -426,10 +427,8 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fibrilbench.XXXXXX")
 log "work dir $WORK"
-log "building the peers harness and fibril"
-(cd "$PEERS_SRC" && go build -o "$WORK/peers" .)
+log "building fibril (broker and bench client for every system)"
 go build -o "$WORK/fibril-bin" ./cmd/fibril
-PEERS="$WORK/peers"
 FIBRIL="$WORK/fibril-bin"
 
 WAIT_SYSTEMS=()
@@ -446,29 +445,37 @@ fi
 if [ $NEED_RMQ = 1 ]; then
 	start_rabbitmq
 	find_beam || log "could not find the beam.smp PID; server CPU will not be reported for rabbitmq"
-	WAIT_SYSTEMS+=(rabbitmq)
+	WAIT_SYSTEMS+=(rabbitmq-quorum)
 fi
 if [ $NEED_REDIS = 1 ]; then
 	start_redis
 	WAIT_SYSTEMS+=(redis-streams)
 fi
-start_fibril
+[ -n "$FIBRIL_SYSTEMS" ] && start_fibril
 
-# the harness's Go program is told every server's address and PID (the PID
-# keys are its adapters' Server() names); unused ones are never dialled
+# each peer's loopback URL; `fibril bench` samples the server whose -pids key
+# belongs to the system it runs (nats, nats-sync, rabbitmq, redis)
 NATS_URL="nats://127.0.0.1:$NATS_PORT"
 NATS_SYNC_URL="nats://127.0.0.1:$NATS_SYNC_PORT"
 AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/"
 REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
-URLS=(-nats-url "$NATS_URL" -nats-sync-url "$NATS_SYNC_URL" -amqp-url "$AMQP_URL" -redis-url "$REDIS_URL")
-PEER_CONN=("${URLS[@]}" -pids "nats=$NATS_PID,nats-sync=$NATS_SYNC_PID,rabbitmq=$BEAM_PID,redis=$REDIS_PID")
+peer_url() { # system -> its server's URL
+	case $1 in
+	nats-js) echo "$NATS_URL" ;;
+	nats-js-sync) echo "$NATS_SYNC_URL" ;;
+	rabbitmq-*) echo "$AMQP_URL" ;;
+	redis-streams) echo "$REDIS_URL" ;;
+	esac
+}
+PEER_PIDS="nats=$NATS_PID,nats-sync=$NATS_SYNC_PID,rabbitmq=$BEAM_PID,redis=$REDIS_PID"
 FIBRIL_CONN=(-addr "127.0.0.1:$FIBRIL_PORT" -pids "fibril=$FIBRIL_PID" -reconnect-grace 0)
 
 READY=""
 if [ ${#WAIT_SYSTEMS[@]} -gt 0 ]; then
 	log "waiting for the peers (${WAIT_SYSTEMS[*]})"
-	WAIT_LIST=$(IFS=,; echo "${WAIT_SYSTEMS[*]}")
-	timeout 150 "$PEERS" wait -system "$WAIT_LIST" "${URLS[@]}" -timeout 120s >"$WORK/ready.txt" &
+	WAIT_ARGS=()
+	for sys in "${WAIT_SYSTEMS[@]}"; do WAIT_ARGS+=("$sys=$(peer_url "$sys")"); done
+	"$FIBRIL" bench wait -timeout 120s "${WAIT_ARGS[@]}" >"$WORK/ready.txt" &
 	WAITER=$!
 	DEAD=""
 	while kill -0 "$WAITER" 2>/dev/null; do # give up at once if a server exits while we wait
@@ -478,7 +485,7 @@ if [ ${#WAIT_SYSTEMS[@]} -gt 0 ]; then
 		[ -n "$DEAD" ] && break
 		sleep 0.5
 	done
-	[ -n "$DEAD" ] && stop_pid "$WAITER" "peers wait" 5
+	[ -n "$DEAD" ] && stop_pid "$WAITER" "fibril bench wait" 5
 	WAIT_RC=0
 	wait "$WAITER" || WAIT_RC=$?
 	WAITER=""
@@ -496,7 +503,7 @@ field() { # system key: one value from the wait output
 }
 NATS_VER=$(field nats-js version)
 NATS_SYNC_VER=$(field nats-js-sync version)
-RMQ_VER=$(field rabbitmq version)
+RMQ_VER=$(field rabbitmq-quorum version)
 REDIS_VER=$(field redis-streams version)
 ERL_VER=$(dpkg-query -W -f='${Version}' erlang-base 2>/dev/null || echo unknown)
 
@@ -548,7 +555,7 @@ run_one() { # scenario system extra-args...
 			"${FIBRIL_CONN[@]}" -timeout "${SCENARIO_TIMEOUT}s" "$@") || rc=$?
 		;;
 	*)
-		out=$(timeout $((SCENARIO_TIMEOUT + 60)) "$PEERS" "$sc" -system "$sys" "${PEER_CONN[@]}" \
+		out=$(timeout $((SCENARIO_TIMEOUT + 60)) "$FIBRIL" bench "$sc" -system "$sys" -url "$(peer_url "$sys")" -pids "$PEER_PIDS" \
 			-timeout "${SCENARIO_TIMEOUT}s" "$@") || rc=$?
 		;;
 	esac
@@ -609,7 +616,7 @@ if [ $NEED_REDIS = 1 ]; then
 	AOF_REWRITES=$(grep -c 'Background append only file rewriting started' "$WORK/redis/redis.log" 2>/dev/null || true)
 	echo "- redis-streams: redis-server $REDIS_VER (Debian package $(dpkg-query -W -f='${Version}' redis-server 2>/dev/null || echo '?')), $REDIS_CFG: XADD reply after the AOF write+fdatasync of its event-loop iteration; automatic AOF rewrites during the run: ${AOF_REWRITES:-?}"
 fi
-echo "- fibril: this checkout, fibril serve defaults except --reconnect-grace-ms 0; confirms after fsync (group commit per partition), one partition per queue; built with $(go version | awk '{print $3}')"
+[ -n "$FIBRIL_SYSTEMS" ] && echo "- fibril: this checkout, fibril serve defaults except --reconnect-grace-ms 0; confirms after fsync (group commit per partition), one partition per queue; built with $(go version | awk '{print $3}')"
 echo "- systems: $FIBRIL_SYSTEMS; queue scenarios: $QUEUE_SYSTEMS; fanout: $FANOUT_SYSTEMS"
 echo "- workload: size=$SIZE B, producers=$PRODUCERS, window=$WINDOW/producer, consumers=$CONSUMERS, prefetch=$PREFETCH, msgs=$MSGS (paced: $PACED_MSGS at $PACED_RATE msg/s), fanout: $FANOUT_MSGS msgs x $FANOUT_READERS readers; reps=$REPS"
 echo

@@ -226,6 +226,52 @@ func TestBenchRejectsBadArguments(t *testing.T) {
 	}
 }
 
+// A peer is chosen with -system and -url; a URL off loopback, of the wrong
+// scheme, or an unknown system is refused before anything is dialled (exit 2,
+// no result line), and -url does not apply to Fibril.
+func TestBenchPeerArguments(t *testing.T) {
+	for _, args := range [][]string{
+		{"confirmed-publish", "-system", "nats-js", "-url", "nats://10.0.0.1:4222"},
+		{"confirmed-publish", "-system", "nats-js", "-url", "nats://example.com:4222"},
+		{"end-to-end", "-system", "redis-streams", "-url", "nats://127.0.0.1:4222"},
+		{"end-to-end", "-system", "rabbitmq-quorum", "-url", "amqp://guest:guest@192.168.0.9:5672/"},
+		{"confirmed-publish", "-system", "kafka"},
+		{"confirmed-publish", "-transport", "tcp", "-url", "nats://127.0.0.1:4222"},
+		{"confirmed-publish", "-system", "nats-js", "-transport", "tcp"},
+		{"confirmed-publish", "-system", "nats-js", "-addr", "127.0.0.1:4222"},
+		{"wait", "-system", "redis-streams", "-url", "redis://10.1.2.3:6379/0"},
+		{"wait", "-system", "kafka"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := benchMain(args, &stdout, &stderr); code != 2 || stdout.Len() != 0 {
+			t.Errorf("fibril bench %v exited %d with %q, want 2 and no line (stderr %q)", args, code, stdout.String(), stderr.String())
+		}
+	}
+	// Reachable arguments, no server: one line with the peer's name, an error.
+	var stdout, stderr bytes.Buffer
+	code := benchMain([]string{"end-to-end", "-system", "redis-streams", "-url", "redis://127.0.0.1:1/0", "-msgs", "10", "-timeout", "5s", "-run", "7"}, &stdout, &stderr)
+	if code != 1 || !strings.HasPrefix(stdout.String(), "system=redis-streams scenario=end-to-end run=7 ") ||
+		!strings.Contains(stdout.String(), " status=error ") {
+		t.Fatalf("exit %d, line %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	// Fanout on a queue type without logs is a fact about the system, not a
+	// failed run.
+	stdout.Reset()
+	code = benchMain([]string{"fanout", "-system", "rabbitmq-classic", "-url", "amqp://guest:guest@127.0.0.1:1/"}, &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), "system=rabbitmq-classic scenario=fanout ") || !strings.Contains(stdout.String(), " status=unsupported ") {
+		t.Fatalf("exit %d, line %q", code, stdout.String())
+	}
+	// -system fibril-tcp is -transport tcp.
+	stdout.Reset()
+	code = benchMain([]string{"confirmed-publish", "-system", "fibril-tcp", "-addr", "127.0.0.1:1", "-timeout", "5s"}, &stdout, &stderr)
+	if code != 1 || !strings.HasPrefix(stdout.String(), "system=fibril-tcp scenario=confirmed-publish ") {
+		t.Fatalf("exit %d, line %q", code, stdout.String())
+	}
+	if got := serverPID("fibril=1,nats=2,nats-sync=3,rabbitmq=4,redis=5", "nats-sync"); got != 3 {
+		t.Errorf("serverPID(nats-sync) = %d", got)
+	}
+}
+
 func TestBenchFanoutWithoutABrokerIsAnError(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := benchMain([]string{"fanout", "-addr", "127.0.0.1:1", "-transport", "tcp", "-timeout", "5s"}, &stdout, &stderr); code != 1 {
