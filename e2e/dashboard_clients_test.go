@@ -50,21 +50,6 @@ func clientsSubscribe(t *testing.T, c *client.Client, topic string, opts client.
 	return sub
 }
 
-// clientsConn is a row of GET /admin/api/connections.
-type clientsConn struct {
-	ID            uint64 `json:"id"`
-	Session       uint64 `json:"session"`
-	ClientName    string `json:"client_name"`
-	ClientVersion string `json:"client_version"`
-	Transport     string `json:"transport"`
-	TLS           bool   `json:"tls"`
-	Remote        string `json:"remote"`
-	SinceMs       int64  `json:"since_ms"`
-	Dormant       bool   `json:"dormant"`
-	Authenticated bool   `json:"authenticated"`
-	Subscriptions int    `json:"subscriptions"`
-}
-
 // clientsSub is a row of GET /admin/api/subscriptions.
 type clientsSub struct {
 	Connection uint64 `json:"connection"`
@@ -90,8 +75,8 @@ type clientsAudit struct {
 	Detail  string `json:"detail"`
 }
 
-func clientsAPI(a *adminClient) ([]clientsConn, []clientsSub) {
-	var conns struct{ Connections []clientsConn }
+func clientsAPI(a *adminClient) ([]connRow, []clientsSub) {
+	var conns struct{ Connections []connRow }
 	var subs struct{ Subscriptions []clientsSub }
 	a.json("GET", "/admin/api/connections", "", 200, &conns)
 	a.json("GET", "/admin/api/subscriptions", "", 200, &subs)
@@ -105,13 +90,13 @@ func clientsAuditAPI(a *adminClient) []clientsAudit {
 }
 
 // clientsFind answers the API row of the client name (dormant or not).
-func clientsFind(rows []clientsConn, name string, dormant bool) (clientsConn, bool) {
+func clientsFind(rows []connRow, name string, dormant bool) (connRow, bool) {
 	for _, r := range rows {
 		if r.ClientName == name && r.Dormant == dormant {
 			return r, true
 		}
 	}
-	return clientsConn{}, false
+	return connRow{}, false
 }
 
 // clientsPageRows reads a table of the page: row key -> field -> text (the
@@ -196,7 +181,7 @@ func clientsRefuse(p *dashPage, message string, patterns ...string) (stop func()
 
 // clientsWantConnections is what the Connections page must show for the
 // API's rows: the key of each row and its fields, and the summary.
-func clientsWantConnections(conns []clientsConn, subs []clientsSub) (map[string]map[string]string, map[string]int) {
+func clientsWantConnections(conns []connRow, subs []clientsSub) (map[string]map[string]string, map[string]int) {
 	prefetch, held := map[uint64]int{}, map[uint64]int{}
 	for _, s := range subs {
 		prefetch[s.Session] += int(s.Prefetch)
@@ -236,7 +221,7 @@ func clientsWantConnections(conns []clientsConn, subs []clientsSub) (map[string]
 
 // clientsMatchConnections waits until the Connections page shows what the
 // API answers (read again on each try: a tick may fall between the two).
-func clientsMatchConnections(t *testing.T, p *dashPage, a *adminClient) ([]clientsConn, []clientsSub) {
+func clientsMatchConnections(t *testing.T, p *dashPage, a *adminClient) ([]connRow, []clientsSub) {
 	t.Helper()
 	deadline := time.Now().Add(12 * time.Second)
 	for {
@@ -528,7 +513,7 @@ func TestDashboardSubscriptions(t *testing.T) {
 	p.open("/admin/subscriptions")
 	p.waitText("#live", "live")
 	var subs []clientsSub
-	var conns []clientsConn
+	var conns []connRow
 	deadline := time.Now().Add(12 * time.Second)
 	for {
 		conns, subs = clientsAPI(a)

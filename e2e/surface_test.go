@@ -107,6 +107,7 @@ type connRow struct {
 	Remote        string `json:"remote"`
 	SinceMs       int64  `json:"since_ms"`
 	Dormant       bool   `json:"dormant"`
+	Authenticated bool   `json:"authenticated"`
 	Subscriptions int    `json:"subscriptions"`
 }
 
