@@ -179,6 +179,9 @@ func (p *dashPage) problemsNow() []string {
 func (p *dashPage) open(path string) {
 	p.t.Helper()
 	p.run("open "+path, chromedp.Navigate(p.base+path), chromedp.WaitReady("body", chromedp.ByQuery))
+	// The page's script has wired the frame (theme, palette, Ctrl+K): a key
+	// pressed from now on is heard.
+	p.waitJS("the page's script started", `document.documentElement.dataset.wired === '1'`)
 }
 
 // waitText waits until the element sel's text contains want.

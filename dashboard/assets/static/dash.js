@@ -771,7 +771,9 @@ function setupPalette() {
 // then runs the page's own init. An init that throws shows its error in the
 // banner rather than leaving a blank page.
 export function start(init) {
-  const go = async () => {
+  // The frame's controls (theme, log-out, palette, its Ctrl+K) are wired at
+  // once: they are cheap, and a key pressed before the page's init must work.
+  const wire = () => {
     applyTheme(document.documentElement.dataset.theme || 'light');
     const toggle = document.getElementById('theme-toggle');
     if (toggle) toggle.addEventListener('click', () => setTheme(document.documentElement.dataset.theme === 'dark' ? 'light' : 'dark'));
@@ -784,6 +786,9 @@ export function start(init) {
       checkHealth();
       setInterval(checkHealth, 5000);
     }
+    document.documentElement.dataset.wired = '1'; // for the browser tests
+  };
+  const go = async () => {
     try {
       await init();
     } catch (err) {
@@ -797,7 +802,7 @@ export function start(init) {
   // draws no frames (a background tab: its favicon still goes live).
   let started = false;
   const once = () => { if (!started) { started = true; go(); } };
-  const later = () => { requestAnimationFrame(() => setTimeout(once, 0)); setTimeout(once, 100); };
+  const later = () => { wire(); requestAnimationFrame(() => setTimeout(once, 0)); setTimeout(once, 100); };
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', later);
   else later();
 }
