@@ -12,10 +12,15 @@ package bench
 //     twice.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/fibril-go/fibril/client"
@@ -43,6 +48,12 @@ type Fibril struct {
 	// LeftIdle ends the left probe after this long without a delivery; zero
 	// means LeftIdleDefault.
 	LeftIdle time.Duration
+	// AdminURL is the broker's admin listener (http://127.0.0.1:8081). When
+	// set, Cleanup deletes the run's queue through POST
+	// /admin/api/queues/delete, as the peers' drivers delete theirs, so that
+	// a run's backlog does not stay in the broker (and in its RSS) for the
+	// runs after it. Empty keeps every queue (the broker is not touched).
+	AdminURL string
 	Logger   *slog.Logger
 
 	w     Workload
@@ -246,6 +257,44 @@ func (f *Fibril) Remaining(ctx context.Context) (int64, error) {
 }
 
 var _ Target = (*Fibril)(nil)
+
+// adminDeleteTimeout bounds one delete request: a delete waits for the
+// queue's partitions to stop and its directory to go, which takes
+// milliseconds unless the broker is stuck.
+const adminDeleteTimeout = 30 * time.Second
+
+// Cleanup deletes the queue the last Prepare declared, when AdminURL is set
+// (a stream is kept: the admin API has no stream delete). It runs inside the
+// measured interval, as the peers' Cleanup does.
+func (f *Fibril) Cleanup(ctx context.Context) error {
+	if f.AdminURL == "" || f.topic == "" || f.w.Scenario == ScenarioFanout {
+		return nil
+	}
+	body, err := json.Marshal(map[string]string{"topic": f.topic})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, adminDeleteTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+		strings.TrimSuffix(f.AdminURL, "/")+"/admin/api/queues/delete", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", f.topic, err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("delete %s: %s: %s", f.topic, resp.Status, bytes.TrimSpace(answer))
+	}
+	return nil
+}
+
+var _ Cleaner = (*Fibril)(nil)
 
 // PrepareLog declares a fresh single-partition durable stream (the durable
 // tier: every record fsynced before its confirm and before any delivery).

@@ -36,8 +36,11 @@ type RunOptions struct {
 // Cleaner is a Target that deletes what Prepare or PrepareLog created. Run
 // calls Cleanup after the scenario, whatever its outcome, and before the CPU,
 // RSS and wall-time samples, as the harness's drivers do (their deferred
-// Cleanup runs inside the measured interval). Fibril has no Cleanup: it cannot
-// delete a queue over the client protocol, so each run uses a fresh name.
+// Cleanup runs inside the measured interval). Fibril's Cleanup deletes the
+// run's queue through the admin API when it knows the admin address (the
+// client protocol has no delete). A failed Cleanup changes no figure of its
+// own run, but the line says so (cleanup_err=), since what it left behind
+// weighs on the runs after it.
 type Cleaner interface {
 	Cleanup(ctx context.Context) error
 }
@@ -69,7 +72,9 @@ func Run(t Target, w Workload, o RunOptions) (*Line, string) {
 	}
 	if c, ok := t.(Cleaner); ok {
 		cleanupCtx, cancelCleanup := context.WithTimeout(context.Background(), remainingTimeout)
-		_ = c.Cleanup(cleanupCtx) // a failed delete changes no figure; the next Prepare deletes again
+		if err := c.Cleanup(cleanupCtx); err != nil {
+			out.Set("cleanup_err", err.Error())
+		}
 		cancelCleanup()
 	}
 	serverAfter, selfAfter, after := ProcessCPUSeconds(o.ServerPID), SelfCPUSeconds(), time.Now()

@@ -375,10 +375,12 @@ start_fibril() {
 	local f="$WORK/fibril" i
 	mkdir -p "$f/config"
 	# a plain command (not through fibril_env) so that $! is fibril's own PID;
-	# the admin listener stays on (as in production) on a port of its own
-	# choosing, so a broker already on 8081 does not stop the run
+	# the admin listener stays on (as in production) on a free port of the
+	# script's choosing (so a broker already on 8081 does not stop the run):
+	# fibril bench deletes each run's queue through it afterwards, as the
+	# peers' drivers delete their queues and streams
 	XDG_CONFIG_HOME="$f/config" "$FIBRIL" serve --data-dir "$f/data" --listen "127.0.0.1:$FIBRIL_PORT" \
-		--reconnect-grace-ms 0 --admin-listen 127.0.0.1:0 --log-level warn >"$f/serve.log" 2>&1 &
+		--reconnect-grace-ms 0 --admin-listen "127.0.0.1:$FIBRIL_ADMIN_PORT" --log-level warn >"$f/serve.log" 2>&1 &
 	FIBRIL_PID=$!
 	log "fibril serve pid $FIBRIL_PID on 127.0.0.1:$FIBRIL_PORT (TCP and QUIC)"
 	# QUIC starts listening after TCP; the trust file appears before either, so
@@ -414,6 +416,10 @@ elif [ -z "$FIBRIL_PORT" ]; then
 	FIBRIL_PORT=$(free_port) || die "no free port for fibril; set FIBRIL_PORT"
 elif tcp_port_in_use "$FIBRIL_PORT" || udp_port_in_use "$FIBRIL_PORT"; then
 	die "FIBRIL_PORT $FIBRIL_PORT is in use"
+fi
+if [ -n "$FIBRIL_SYSTEMS" ]; then
+	PORTS+=("$FIBRIL_PORT")
+	FIBRIL_ADMIN_PORT=$(free_port) || die "no free port for fibril's admin listener"
 fi
 
 if [ $NEED_NATS = 1 ] || [ $NEED_NATS_SYNC = 1 ]; then
@@ -468,7 +474,7 @@ peer_url() { # system -> its server's URL
 	esac
 }
 PEER_PIDS="nats=$NATS_PID,nats-sync=$NATS_SYNC_PID,rabbitmq=$BEAM_PID,redis=$REDIS_PID"
-FIBRIL_CONN=(-addr "127.0.0.1:$FIBRIL_PORT" -pids "fibril=$FIBRIL_PID" -reconnect-grace 0)
+FIBRIL_CONN=(-addr "127.0.0.1:$FIBRIL_PORT" -admin-addr "127.0.0.1:$FIBRIL_ADMIN_PORT" -pids "fibril=$FIBRIL_PID" -reconnect-grace 0)
 
 READY=""
 if [ ${#WAIT_SYSTEMS[@]} -gt 0 ]; then

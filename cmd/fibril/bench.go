@@ -43,6 +43,7 @@ type benchFlags struct {
 	system         string
 	url            string
 	addr           string
+	adminAddr      string
 	transports     string
 	user           string
 	caFile         string
@@ -66,6 +67,7 @@ func (f *benchFlags) register(fs *flag.FlagSet, scenario string) {
 	fs.StringVar(&f.system, "system", "", "the system to run: fibril-quic, fibril-tcp or a peer ("+peers.Names()+"); empty = Fibril over -transport")
 	fs.StringVar(&f.url, "url", "", "a peer's server URL, loopback only (default: the harness's default for -system, e.g. nats://127.0.0.1:4222)")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:9876", "broker HOST:PORT")
+	fs.StringVar(&f.adminAddr, "admin-addr", "", "the broker's admin HOST:PORT (serve --admin-listen): each run's queue is deleted through it afterwards, as the peers' drivers delete theirs; empty keeps it")
 	fs.StringVar(&f.transports, "transport", client.TransportQUIC, "quic, tcp, or a comma list run in order (system=fibril-<transport>)")
 	fs.StringVar(&f.user, "user", "fibril:fibril", "NAME:PASSWORD sent in AUTH; empty sends no AUTH")
 	fs.StringVar(&f.caFile, "ca-file", "", "CA to trust (<data-dir>/tls/ca.pem); not needed on loopback")
@@ -161,7 +163,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		var fibrilOnly []string
 		fs.Visit(func(fl *flag.Flag) {
 			switch fl.Name {
-			case "addr", "transport", "user", "ca-file", "reconnect-grace", "left-idle":
+			case "addr", "admin-addr", "transport", "user", "ca-file", "reconnect-grace", "left-idle":
 				fibrilOnly = append(fibrilOnly, "-"+fl.Name)
 			}
 		})
@@ -219,11 +221,19 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	adminURL := ""
+	if f.adminAddr != "" {
+		if err := peers.RequireLoopback("http://" + f.adminAddr); err != nil {
+			fmt.Fprintln(stderr, "fibril bench: -admin-addr:", err)
+			return 2
+		}
+		adminURL = "http://" + f.adminAddr
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	exit := 0
 	for _, transport := range transports {
 		target := &bench.Fibril{Addr: f.addr, Transport: transport, Credentials: credentials, TLS: tlsOptions,
-			ReconnectGrace: f.reconnectGrace, LeftIdle: f.leftIdle, Logger: logger}
+			ReconnectGrace: f.reconnectGrace, LeftIdle: f.leftIdle, AdminURL: adminURL, Logger: logger}
 		line, status := bench.Run(target, w, bench.RunOptions{System: bench.System(transport), RunLabel: f.runLabel,
 			Timeout: f.timeout, ServerPID: serverPID(f.pids, "fibril")})
 		_ = target.Close()
