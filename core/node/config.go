@@ -128,7 +128,7 @@ func DefaultConfig() Config {
 		AllowDefaultLoopback:       true,
 		QueuesMax:                  100_000,
 		PartitionsPerQueueMax:      1024,
-		ResidentPayloadBytesMax:    16 << 20,
+		ResidentPayloadBytesMax:    4 << 20,
 		SnapshotEntriesMin:         100_000,
 		NodeSnapshotRecordsMin:     1024,
 		DeadLetterRetryMinMs:       20,

@@ -22,7 +22,9 @@ import (
 //   - only successful checks are cached, so every failed login (an unknown
 //     name against the dummy hash, a wrong password) costs a full argon2id
 //     run as before: timing tells nothing about which names exist or which
-//     wrong passwords were tried;
+//     wrong passwords were tried. The built-in fibril/fibril pair counts as
+//     a success while no user of that name exists (the Session admits it
+//     from loopback; the pair is public);
 //   - at most verifiedCacheEntriesMax entries; when full, the oldest goes.
 type verifiedCache struct {
 	key     [32]byte

@@ -68,3 +68,64 @@ func TestVerifiedCacheIsBounded(t *testing.T) {
 		t.Fatal("the oldest entry survived a full cache")
 	}
 }
+
+// A burst of first logins with the same credentials (a connection pool
+// opening together) runs argon2id at most argonRunsMax times, not once per
+// connection, and every one of them is let in: those that waited find the
+// outcome in the cache. Without the bound each login would hash on its own
+// (argonMemoryKiB each, all at once).
+func TestConcurrentFirstLoginsShareOneCheck(t *testing.T) {
+	s, err := openUserStore(t.TempDir(), []UserSeed{{Name: "alice", Password: "secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const logins = 8
+	before := argonRunCount.Load()
+	results := make(chan bool, logins)
+	for range logins {
+		go func() {
+			known, match := s.lookup("alice", "secret")
+			results <- known && match
+		}()
+	}
+	for range logins {
+		if !<-results {
+			t.Fatal("a concurrent login was refused")
+		}
+	}
+	if runs := argonRunCount.Load() - before; runs < 1 || runs > argonRunsMax {
+		t.Fatalf("%d concurrent first logins ran argon2id %d times, want 1..%d", logins, runs, argonRunsMax)
+	}
+}
+
+// The built-in fibril/fibril login (no stored user of that name) is checked
+// against the dummy hash once, then answered from the cache; a user named
+// fibril created later is checked afresh (the cached "unknown" no longer
+// holds), and a wrong password for the built-in name is never cached.
+func TestBuiltinLoginIsCheckedOnce(t *testing.T) {
+	s, err := openUserStore(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := argonRunCount.Load()
+	for range 3 {
+		if known, match := s.lookup(builtinUser, builtinPassword); known || match {
+			t.Fatalf("built-in: known %v match %v, want the store's unknown", known, match)
+		}
+	}
+	if runs := argonRunCount.Load() - before; runs != 1 {
+		t.Fatalf("three built-in logins ran argon2id %d times, want 1", runs)
+	}
+	before = argonRunCount.Load()
+	s.lookup(builtinUser, "guess")
+	s.lookup(builtinUser, "guess")
+	if runs := argonRunCount.Load() - before; runs != 2 {
+		t.Fatalf("two wrong built-in passwords ran argon2id %d times, want 2 (failures are not cached)", runs)
+	}
+	s.mu.Lock()
+	s.users[builtinUser] = hashUser(builtinUser, "operator-set")
+	s.mu.Unlock()
+	if known, match := s.lookup(builtinUser, builtinPassword); !known || match {
+		t.Fatalf("after a real fibril user: known %v match %v, want known and refused", known, match)
+	}
+}

@@ -132,8 +132,9 @@ func DefaultConfig() Config {
 		QueuesMax:            nd.QueuesMax,
 		// The head of a backlog stays in memory; past it a delivery reads a
 		// 256 KiB window of the blob file (from the page cache, mostly).
-		// 16 MiB rather than 64: every resident byte sits on a freshly
-		// faulted page (docs/PERF-LOG.md).
+		// 4 MiB (the core's default) rather than 64 or 16: every resident
+		// byte sits on a freshly faulted page, and the heap goal doubles it
+		// in RSS; throughput was the same at 4 and 16 (docs/PERF-LOG.md).
 		ResidentPayloadBytesMax: nd.ResidentPayloadBytesMax,
 		SnapshotEntriesMin:      logstore.SnapshotEntriesMin,
 		AllowDefaultLoopback:    nd.AllowDefaultLoopback,
