@@ -238,6 +238,15 @@ func encode(op wire.Opcode, requestID uint64, body wire.Body) ([]byte, error) {
 
 // enqueue hands a frame to the writer, waiting while the queue is full.
 func (e *engine) enqueue(ctx context.Context, frame []byte) error {
+	// The queue has room almost always: a one-case try is a plain channel
+	// send, where the three-case select below locks all three channels. The
+	// select below may pick the queue on a closed engine too; whoever
+	// waits for an answer learns of the close from the pending calls.
+	select {
+	case e.writeQueue <- frame:
+		return nil
+	default:
+	}
 	select {
 	case e.writeQueue <- frame:
 		return nil
@@ -274,11 +283,11 @@ func (e *engine) send(ctx context.Context, op wire.Opcode, requestID uint64, bod
 // startRequest registers a call under a fresh request id and queues its frame.
 func (e *engine) startRequest(ctx context.Context, op wire.Opcode, body wire.Body, onReply func(reply)) (*call, error) {
 	select {
-	case e.requestSlots <- struct{}{}:
-	case <-e.closed:
-		return nil, connectionLost(e.closeErr)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	case e.requestSlots <- struct{}{}: // a free slot: no three-way select (see enqueue)
+	default:
+		if err := e.waitRequestSlot(ctx); err != nil {
+			return nil, err
+		}
 	}
 	c := &call{id: e.newRequestID(), reply: make(chan reply, 1), onReply: onReply}
 	if c.id < firstRequestID {
@@ -303,6 +312,20 @@ func (e *engine) startRequest(ctx context.Context, op wire.Opcode, body wire.Bod
 		return nil, err
 	}
 	return c, nil
+}
+
+// waitRequestSlot blocks for a request slot until the engine closes or ctx
+// ends. A slot taken on a closed engine is given back by startRequest's
+// closed check.
+func (e *engine) waitRequestSlot(ctx context.Context) error {
+	select {
+	case e.requestSlots <- struct{}{}:
+		return nil
+	case <-e.closed:
+		return connectionLost(e.closeErr)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // await waits for c's reply. On ctx expiry the call is abandoned: a late reply
