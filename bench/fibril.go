@@ -44,10 +44,25 @@ type Fibril struct {
 	// means LeftIdleDefault.
 	LeftIdle time.Duration
 	Logger   *slog.Logger
+	// Partitions is the partition count Prepare declares; zero means 1. With
+	// more than one, each producer's publishes go round-robin over them (the
+	// client's choice for unkeyed messages) and a consumer subscribes to all.
+	Partitions int
+	// Queues is how many queues Prepare declares; zero means 1. With more
+	// than one, a producer publishes message id to queue id mod Queues
+	// (a client.Publisher per queue: a small struct, no connection), and
+	// only confirmed-publish is supported: a consumer would need one
+	// subscription per queue.
+	Queues int
 
-	w     Workload
-	topic string
+	w      Workload
+	topic  string
+	topics []string // every queue Prepare declared; topics[0] == topic
 }
+
+// declareConcurrency bounds the DeclareQueue requests in flight when Prepare
+// declares many queues: one round trip each, pipelined on one connection.
+const declareConcurrency = 32
 
 // System is the system= name for transport: fibril-quic or fibril-tcp.
 func System(transport string) string { return "fibril-" + transport }
@@ -70,23 +85,47 @@ func QueueName(scenario, transport string, now time.Time) string {
 }
 
 // Prepare declares a fresh single-partition queue (the default count, made
-// explicit because the workload assumes one offset-ordered log).
+// explicit because the workload assumes one offset-ordered log), or the
+// Queues queues of Partitions partitions a sweep asks for. Over several
+// partitions or queues confirms may arrive out of publish order; the
+// producer's waiter still waits in publish order, so a confirm that overtook
+// an earlier one is observed late (its latency overstated), never early.
 func (f *Fibril) Prepare(ctx context.Context, w Workload) error {
 	f.w = w
 	f.topic = QueueName(w.Scenario, f.Transport, time.Now())
+	queues, want := max(f.Queues, 1), uint32(max(f.Partitions, 1))
+	if queues > 1 && w.Scenario != ScenarioConfirmedPublish {
+		return fmt.Errorf("%d queues: only %s spreads over several queues", queues, ScenarioConfirmedPublish)
+	}
+	f.topics = []string{f.topic}
+	for i := 1; i < queues; i++ {
+		f.topics = append(f.topics, fmt.Sprintf("%s.q%d", f.topic, i))
+	}
 	c, err := f.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	partitions, err := c.DeclareQueue(ctx, client.NewQueueConfig(f.topic).PartitionCount(1))
-	if err != nil {
-		return err
+	errs := make(chan error, len(f.topics))
+	slots := make(chan struct{}, declareConcurrency)
+	for _, topic := range f.topics {
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots }()
+			partitions, err := c.DeclareQueue(ctx, client.NewQueueConfig(topic).PartitionCount(want))
+			if err == nil && partitions != want {
+				err = fmt.Errorf("queue %s has %d partitions, want %d", topic, partitions, want)
+			}
+			errs <- err
+		}()
 	}
-	if partitions != 1 {
-		return fmt.Errorf("queue %s has %d partitions, want 1", f.topic, partitions)
+	var first error
+	for range f.topics {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
 	}
-	return nil
+	return first
 }
 
 // Topic is the queue the last Prepare declared.
@@ -104,6 +143,7 @@ type pendingConfirm struct {
 type fibrilProducer struct {
 	c       *client.Client
 	pub     *client.Publisher
+	pubs    []*client.Publisher // one per queue when Queues > 1, else nil
 	pending chan pendingConfirm
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -120,6 +160,11 @@ func (f *Fibril) NewProducer(ctx context.Context, idx int, confirm ConfirmFunc) 
 	waitCtx, cancel := context.WithCancel(ctx)
 	p := &fibrilProducer{c: c, pub: c.Publisher(f.topic), pending: make(chan pendingConfirm, f.w.Window),
 		cancel: cancel, done: make(chan struct{})}
+	if len(f.topics) > 1 {
+		for _, topic := range f.topics {
+			p.pubs = append(p.pubs, c.Publisher(topic))
+		}
+	}
 	go p.awaitConfirms(waitCtx, confirm)
 	return p, nil
 }
@@ -146,7 +191,11 @@ func (p *fibrilProducer) awaitConfirms(ctx context.Context, confirm ConfirmFunc)
 func (p *fibrilProducer) PublishAsync(ctx context.Context, id uint64, body []byte) error {
 	// client.Raw does not copy, but the client encodes the frame before
 	// PublishWithConfirmation returns, so body is free again afterwards.
-	conf, err := p.pub.PublishWithConfirmation(ctx, client.Raw(body))
+	pub := p.pub
+	if len(p.pubs) > 0 {
+		pub = p.pubs[id%uint64(len(p.pubs))]
+	}
+	conf, err := pub.PublishWithConfirmation(ctx, client.Raw(body))
 	if err != nil {
 		return err
 	}
