@@ -72,6 +72,9 @@ const (
 	panelGapPx    = 58 // room for the x tick labels and the next panel's title
 	bottomPx      = 50
 	markerRadius  = 3.5
+	// plotPadPx keeps the first and last x values off the frame, so their
+	// markers are not cut in half by it.
+	plotPadPx = 12
 )
 
 // palette is distinguishable for common colour blindness (Okabe-Ito).
@@ -310,7 +313,7 @@ func Write(w io.Writer, c Chart) error {
 		}
 	}
 	xTicks, xLo, xHi, xOK := axisTicks(c.X, xs)
-	x := Scale{Min: xLo, Max: xHi, Log: c.X.Log, PxLow: marginLeftPx, PxHigh: widthPx - marginRightPx}
+	x := Scale{Min: xLo, Max: xHi, Log: c.X.Log, PxLow: marginLeftPx + plotPadPx, PxHigh: widthPx - marginRightPx - plotPadPx}
 	for i, p := range panels {
 		top := float64(titleHeightPx + i*(panelHeightPx+panelGapPx))
 		writePanel(&b, c.X, x, xTicks, xOK, p, top)
@@ -333,7 +336,7 @@ func writePanel(b *strings.Builder, xAxis Axis, x Scale, xTicks []float64, xOK b
 	}
 	yTicks, yLo, yHi, yOK := axisTicks(p.Y, ys)
 	y := Scale{Min: yLo, Max: yHi, Log: p.Y.Log, PxLow: bottom, PxHigh: plotTop}
-	left, right := x.PxLow, x.PxHigh
+	left, right := x.PxLow-plotPadPx, x.PxHigh+plotPadPx // the frame
 	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#888888"/>`+"\n",
 		left, plotTop, right-left, bottom-plotTop)
 	yFormat := formatOr(p.Y.Format)

@@ -185,16 +185,18 @@ func TestWriteTwoPanelsLegendAndEscapedTitle(t *testing.T) {
 
 func TestWritePointsLandOnTheirPixels(t *testing.T) {
 	// Explicit ticks fix both ranges, so the pixels are known: x from
-	// marginLeftPx to widthPx-marginRightPx, y from the bottom of the plot.
+	// marginLeftPx to widthPx-marginRightPx less the padding, y from the
+	// bottom of the plot.
 	c := Chart{X: Axis{Ticks: []float64{0, 10}}, Panels: []Panel{{Y: Axis{Ticks: []float64{0, 100}},
 		Series: []Series{{Name: "s", Points: []Point{{0, 0}, {5, 50}, {10, 100}}}}}}}
 	doc, _ := render(t, c)
 	plotTop := float64(titleHeightPx + 24)
 	bottom := float64(titleHeightPx + panelHeightPx - 24)
-	right := float64(widthPx - marginRightPx)
+	left := float64(marginLeftPx + plotPadPx)
+	right := float64(widthPx - marginRightPx - plotPadPx)
 	want := []string{
-		pixel(marginLeftPx, bottom),
-		pixel((marginLeftPx+right)/2, (plotTop+bottom)/2),
+		pixel(left, bottom),
+		pixel((left+right)/2, (plotTop+bottom)/2),
 		pixel(right, plotTop),
 	}
 	re := regexp.MustCompile(`<circle cx="([0-9.]+)" cy="([0-9.]+)"`)
