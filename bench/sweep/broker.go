@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -72,6 +73,7 @@ type Broker struct {
 	DataDir   string
 	Addr      string // 127.0.0.1:port, TCP and UDP
 	AdminAddr string // 127.0.0.1:port of the admin HTTP listener
+	PprofAddr string // 127.0.0.1:port of --pprof-addr, used to force a GC
 	// StartedAt is when the process was started (before any readiness check),
 	// the origin of a recovery time.
 	StartedAt time.Time
@@ -112,8 +114,12 @@ func StartBroker(bin, dataDir string) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	pprofPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	b := &Broker{Bin: bin, DataDir: dataDir, Addr: "127.0.0.1:" + strconv.Itoa(port),
-		AdminAddr: "127.0.0.1:" + strconv.Itoa(adminPort)}
+		AdminAddr: "127.0.0.1:" + strconv.Itoa(adminPort), PprofAddr: "127.0.0.1:" + strconv.Itoa(pprofPort)}
 	return b, b.start()
 }
 
@@ -126,7 +132,7 @@ func (b *Broker) Restart() error {
 
 func (b *Broker) start() error {
 	b.cmd = exec.Command(b.Bin, "serve", "--data-dir", b.DataDir, "--listen", b.Addr,
-		"--admin-listen", b.AdminAddr, "--reconnect-grace-ms", "0", "--log-level", "warn")
+		"--admin-listen", b.AdminAddr, "--pprof-addr", b.PprofAddr, "--reconnect-grace-ms", "0", "--log-level", "warn")
 	b.log = &tailBuffer{}
 	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
 	b.StartedAt = time.Now()
@@ -217,6 +223,27 @@ func (b *Broker) Stop() (killed bool) {
 	_ = b.cmd.Process.Kill()
 	<-b.waited
 	return true
+}
+
+// CollectGarbage makes the broker run a full GC (pprof's heap profile with
+// gc=1 calls runtime.GC first) and reports whether it did. An idle Go
+// process collects only every two minutes, so without it a heap sample
+// holds whatever garbage startup or the publish left, which differs from
+// point to point more than the figure being measured.
+func (b *Broker) CollectGarbage(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.PprofAddr+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode == http.StatusOK
 }
 
 // HeapMB reads the broker's Go heap (live objects) from the admin API's

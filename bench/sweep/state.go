@@ -44,7 +44,9 @@ func orNaN(v float64) float64 {
 func runBacklog(line *bench.Line, broker *Broker, target *bench.Fibril, w bench.Workload, o Options, deadline time.Time) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	broker.CollectGarbage(ctx)
 	rssIdleMB := orNaN(bench.ProcessRSSMB(broker.PID()))
+	heapIdleMB := orNaN(broker.HeapMB(ctx))
 	result, _ := bench.Run(target, w, bench.RunOptions{System: bench.System(target.Transport), RunLabel: "1",
 		Timeout: time.Until(deadline), ServerPID: broker.PID()})
 	status, errText := copyFields(line, result)
@@ -54,11 +56,18 @@ func runBacklog(line *bench.Line, broker *Broker, target *bench.Fibril, w bench.
 		return
 	}
 	sleepCtx(ctx, backlogSettle)
+	gcOK := broker.CollectGarbage(ctx)
 	rssMB := orNaN(bench.ProcessRSSMB(broker.PID()))
+	heapMB := orNaN(broker.HeapMB(ctx))
+	line.Set("gc_forced", gcOK)
 	line.Set("rss_idle_mb", rssIdleMB)
 	line.Set("rss_mb", rssMB)
-	line.Set("heap_mb", orNaN(broker.HeapMB(ctx)))
+	line.Set("heap_idle_mb", heapIdleMB)
+	line.Set("heap_mb", heapMB)
 	line.Set("rss_bytes_per_msg", RSSBytesPerMsg(rssMB, rssIdleMB, int64(w.Msgs)))
+	// The same arithmetic over the live heap: RSS also holds memory the
+	// runtime has freed but not yet returned, so the two bound the cost.
+	line.Set("heap_bytes_per_msg", RSSBytesPerMsg(heapMB, heapIdleMB, int64(w.Msgs)))
 
 	if err := broker.Restart(); err != nil {
 		failLine(line, fmt.Errorf("restarting the broker: %w", err))
@@ -92,6 +101,7 @@ func runBacklog(line *bench.Line, broker *Broker, target *bench.Fibril, w bench.
 	line.Set("recovery_s", recoveryS)
 	line.Set("first_delivery_ms", float64(firstDelivery.Microseconds())/1e3)
 	line.Set("first_delivery_s", firstDelivery.Seconds())
+	broker.CollectGarbage(ctx)
 	line.Set("rss_recovered_mb", orNaN(bench.ProcessRSSMB(broker.PID())))
 	line.Set("heap_recovered_mb", orNaN(broker.HeapMB(ctx)))
 	setStatus(line, bench.StatusOK, "")
@@ -153,6 +163,9 @@ func runIdle(line *bench.Line, broker *Broker, target *bench.Fibril, w bench.Wor
 		failLine(line, ctx.Err())
 		return
 	}
+	// Collect before the CPU window (the GC's own CPU must not count as
+	// idle cost); RSS and heap are read after it.
+	line.Set("gc_forced", broker.CollectGarbage(ctx))
 	cpuBefore, before := bench.ProcessCPUSeconds(broker.PID()), time.Now()
 	if !sleepCtx(ctx, o.IdleSample) {
 		failLine(line, ctx.Err())

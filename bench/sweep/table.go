@@ -107,13 +107,14 @@ var Kinds = []Kind{
 		DefaultPoints: []float64{1e4, 1e5, 1e6, 1e7}, XTitle: "unread messages (log)",
 		Columns: []Column{
 			{"publish msgs/s", "msgs_per_s"}, {"idle RSS MiB", "rss_idle_mb"}, {"RSS MiB", "rss_mb"}, {"heap MiB", "heap_mb"},
-			{"RSS bytes/msg", "rss_bytes_per_msg"}, {"recovery s", "recovery_s"},
+			{"RSS bytes/msg", "rss_bytes_per_msg"}, {"heap bytes/msg", "heap_bytes_per_msg"}, {"recovery s", "recovery_s"},
 			{"first delivery ms", "first_delivery_ms"}, {"RSS after recovery MiB", "rss_recovered_mb"},
 		},
 		Panels: []PanelSpec{
 			{Title: "Memory", YTitle: "MiB (log)", LogY: true, Keys: []string{"rss_mb", "heap_mb", "rss_recovered_mb"},
 				Names: []string{"RSS", "Go heap", "RSS after restart"}},
-			{Title: "Memory per unread message", YTitle: "bytes of RSS / message", Keys: []string{"rss_bytes_per_msg"}, Names: []string{"bytes/msg"}},
+			{Title: "Memory per unread message (over the idle broker's)", YTitle: "bytes / message", Keys: []string{"rss_bytes_per_msg", "heap_bytes_per_msg"},
+				Names: []string{"RSS", "Go heap"}},
 			{Title: "Restart", YTitle: "seconds (log)", LogY: true, Keys: []string{"recovery_s", "first_delivery_s"},
 				Names: []string{"start to subscribed", "subscribe to first delivery"}},
 		}},
