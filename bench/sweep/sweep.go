@@ -314,6 +314,10 @@ func addDerived(line *bench.Line, w bench.Workload) {
 	}
 	line.Set("server_cpu_us_per_msg", cpu)
 	line.Set("mib_per_s", lineNumber(line, "msgs_per_s")*float64(w.SizeBytes)/(1<<20))
+	// What the point spent outside the measured interval: declaring, opening
+	// the connections (each one's AUTH included), the left probe. Server
+	// CPU covers it too, so a point whose setup dominates says so here.
+	line.Set("setup_s", lineNumber(line, "wall_s")-lineNumber(line, "secs"))
 }
 
 // lineNumber reads a figure back from a line; NaN when absent.
