@@ -55,10 +55,25 @@ type Fibril struct {
 	// runs after it. Empty keeps every queue (the broker is not touched).
 	AdminURL string
 	Logger   *slog.Logger
+	// Partitions is the partition count Prepare declares; zero means 1. With
+	// more than one, each producer's publishes go round-robin over them (the
+	// client's choice for unkeyed messages) and a consumer subscribes to all.
+	Partitions int
+	// Queues is how many queues Prepare declares; zero means 1. With more
+	// than one, a producer publishes message id to queue id mod Queues
+	// (a client.Publisher per queue: a small struct, no connection), and
+	// only confirmed-publish is supported: a consumer would need one
+	// subscription per queue.
+	Queues int
 
-	w     Workload
-	topic string
+	w      Workload
+	topic  string
+	topics []string // every queue Prepare declared; topics[0] == topic
 }
+
+// declareConcurrency bounds the DeclareQueue requests in flight when Prepare
+// declares many queues: one round trip each, pipelined on one connection.
+const declareConcurrency = 32
 
 // System is the system= name for transport: fibril-quic or fibril-tcp.
 func System(transport string) string { return "fibril-" + transport }
@@ -81,23 +96,55 @@ func QueueName(scenario, transport string, now time.Time) string {
 }
 
 // Prepare declares a fresh single-partition queue (the default count, made
-// explicit because the workload assumes one offset-ordered log).
+// explicit because the workload assumes one offset-ordered log), or the
+// Queues queues of Partitions partitions a sweep asks for. Over several
+// partitions or queues confirms may arrive out of publish order; the
+// producer's waiter still waits in publish order, so a confirm that overtook
+// an earlier one is observed late (its latency overstated), never early.
 func (f *Fibril) Prepare(ctx context.Context, w Workload) error {
 	f.w = w
 	f.topic = QueueName(w.Scenario, f.Transport, time.Now())
+	queues, want := max(f.Queues, 1), uint32(max(f.Partitions, 1))
+	if queues > 1 && w.Scenario != ScenarioConfirmedPublish {
+		return fmt.Errorf("%d queues: only %s spreads over several queues", queues, ScenarioConfirmedPublish)
+	}
+	f.topics = []string{f.topic}
+	for i := 1; i < queues; i++ {
+		f.topics = append(f.topics, fmt.Sprintf("%s.q%d", f.topic, i))
+	}
 	c, err := f.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	partitions, err := c.DeclareQueue(ctx, client.NewQueueConfig(f.topic).PartitionCount(1))
-	if err != nil {
-		return err
+	return declareAll(ctx, c, f.topics, want)
+}
+
+// declareAll declares every topic with want partitions over c, at most
+// declareConcurrency at once, and returns the first error. A declaration
+// also fills c's route cache, so a producer that declared a queue publishes
+// to it without a TOPOLOGY round trip first.
+func declareAll(ctx context.Context, c *client.Client, topics []string, want uint32) error {
+	errs := make(chan error, len(topics))
+	slots := make(chan struct{}, declareConcurrency)
+	for _, topic := range topics {
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots }()
+			partitions, err := c.DeclareQueue(ctx, client.NewQueueConfig(topic).PartitionCount(want))
+			if err == nil && partitions != want {
+				err = fmt.Errorf("queue %s has %d partitions, want %d", topic, partitions, want)
+			}
+			errs <- err
+		}()
 	}
-	if partitions != 1 {
-		return fmt.Errorf("queue %s has %d partitions, want 1", f.topic, partitions)
+	var first error
+	for range topics {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
 	}
-	return nil
+	return first
 }
 
 // Topic is the queue the last Prepare declared.
@@ -115,6 +162,7 @@ type pendingConfirm struct {
 type fibrilProducer struct {
 	c       *client.Client
 	pub     *client.Publisher
+	pubs    []*client.Publisher // one per queue when Queues > 1, else nil
 	pending chan pendingConfirm
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -131,6 +179,20 @@ func (f *Fibril) NewProducer(ctx context.Context, idx int, confirm ConfirmFunc) 
 	waitCtx, cancel := context.WithCancel(ctx)
 	p := &fibrilProducer{c: c, pub: c.Publisher(f.topic), pending: make(chan pendingConfirm, f.w.Window),
 		cancel: cancel, done: make(chan struct{})}
+	if len(f.topics) > 1 {
+		// Learn every queue's route before the clock starts: on a standalone
+		// broker the first publish to a queue otherwise waits for TOPOLOGY and
+		// then DECLARE_QUEUE, two round trips per queue per connection, inside
+		// the measured interval (they still count in wall_s and server CPU).
+		if err := declareAll(ctx, c, f.topics, uint32(max(f.Partitions, 1))); err != nil {
+			cancel()
+			c.Close()
+			return nil, err
+		}
+		for _, topic := range f.topics {
+			p.pubs = append(p.pubs, c.Publisher(topic))
+		}
+	}
 	go p.awaitConfirms(waitCtx, confirm)
 	return p, nil
 }
@@ -157,7 +219,11 @@ func (p *fibrilProducer) awaitConfirms(ctx context.Context, confirm ConfirmFunc)
 func (p *fibrilProducer) PublishAsync(ctx context.Context, id uint64, body []byte) error {
 	// client.Raw does not copy, but the client encodes the frame before
 	// PublishWithConfirmation returns, so body is free again afterwards.
-	conf, err := p.pub.PublishWithConfirmation(ctx, client.Raw(body))
+	pub := p.pub
+	if len(p.pubs) > 0 {
+		pub = p.pubs[id%uint64(len(p.pubs))]
+	}
+	conf, err := pub.PublishWithConfirmation(ctx, client.Raw(body))
 	if err != nil {
 		return err
 	}

@@ -117,6 +117,7 @@ Scenarios:
                       durable readers each read all of it and ack
   report [FILE]       reads result lines (FILE or stdin) of fibril and the
                       peers, prints the markdown table and the ratio lines
+  sweep <kind>        cost curves, a fresh broker per point (bench_sweep.go)
   wait                waits until a peer server works (--system NAME --url
                       URL --timeout D) and prints its version and settings
 
@@ -140,6 +141,9 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if scenario == "wait" {
 		return benchWait(args[1:], stdout, stderr)
+	}
+	if scenario == "sweep" {
+		return benchSweep(args[1:], stdout, stderr)
 	}
 	switch scenario {
 	case bench.ScenarioConfirmedPublish, bench.ScenarioEndToEnd, bench.ScenarioFanout:
