@@ -44,6 +44,8 @@ type benchFlags struct {
 	url            string
 	addr           string
 	adminAddr      string
+	partitions     int
+	queues         int
 	transports     string
 	user           string
 	caFile         string
@@ -68,6 +70,8 @@ func (f *benchFlags) register(fs *flag.FlagSet, scenario string) {
 	fs.StringVar(&f.url, "url", "", "a peer's server URL, loopback only (default: the harness's default for -system, e.g. nats://127.0.0.1:4222)")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:9876", "broker HOST:PORT")
 	fs.StringVar(&f.adminAddr, "admin-addr", "", "the broker's admin HOST:PORT (serve --admin-listen): each run's queue is deleted through it afterwards, as the peers' drivers delete theirs; empty keeps it")
+	fs.IntVar(&f.partitions, "partitions", 1, "Fibril: partitions of the queue (unkeyed publishes spread round-robin); the peers have one")
+	fs.IntVar(&f.queues, "queues", 1, "Fibril: queues the producers spread their publishes over (message id mod queues)")
 	fs.StringVar(&f.transports, "transport", client.TransportQUIC, "quic, tcp, or a comma list run in order (system=fibril-<transport>)")
 	fs.StringVar(&f.user, "user", "fibril:fibril", "NAME:PASSWORD sent in AUTH; empty sends no AUTH")
 	fs.StringVar(&f.caFile, "ca-file", "", "CA to trust (<data-dir>/tls/ca.pem); not needed on loopback")
@@ -167,7 +171,7 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 		var fibrilOnly []string
 		fs.Visit(func(fl *flag.Flag) {
 			switch fl.Name {
-			case "addr", "admin-addr", "transport", "user", "ca-file", "reconnect-grace", "left-idle":
+			case "addr", "admin-addr", "partitions", "queues", "transport", "user", "ca-file", "reconnect-grace", "left-idle":
 				fibrilOnly = append(fibrilOnly, "-"+fl.Name)
 			}
 		})
@@ -225,6 +229,10 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	if f.partitions < 1 || f.queues < 1 {
+		fmt.Fprintln(stderr, "fibril bench: -partitions and -queues must be >= 1")
+		return 2
+	}
 	adminURL := ""
 	if f.adminAddr != "" {
 		if err := peers.RequireLoopback("http://" + f.adminAddr); err != nil {
@@ -237,7 +245,8 @@ func benchMain(args []string, stdout, stderr io.Writer) int {
 	exit := 0
 	for _, transport := range transports {
 		target := &bench.Fibril{Addr: f.addr, Transport: transport, Credentials: credentials, TLS: tlsOptions,
-			ReconnectGrace: f.reconnectGrace, LeftIdle: f.leftIdle, AdminURL: adminURL, Logger: logger}
+			ReconnectGrace: f.reconnectGrace, LeftIdle: f.leftIdle, AdminURL: adminURL, Logger: logger,
+			Partitions: f.partitions, Queues: f.queues}
 		line, status := bench.Run(target, w, bench.RunOptions{System: bench.System(transport), RunLabel: f.runLabel,
 			Timeout: f.timeout, ServerPID: serverPID(f.pids, "fibril")})
 		_ = target.Close()
