@@ -92,6 +92,19 @@ func TestFibrilCleanupDeletesTheQueueThroughTheAdminAPI(t *testing.T) {
 	if err := f.Cleanup(context.Background()); err == nil || !strings.Contains(err.Error(), "in_use") {
 		t.Fatalf("a 409 gave %v, want an error with the API's answer", err)
 	}
+	// Several queues (a sweep's shape): every one of them is deleted.
+	status = http.StatusOK
+	var deleted []string
+	many := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Topic string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		deleted = append(deleted, body.Topic)
+	}))
+	defer many.Close()
+	f = &Fibril{AdminURL: many.URL, topic: "q", topics: []string{"q", "q.q1", "q.q2"}, w: Workload{Scenario: ScenarioConfirmedPublish}}
+	if err := f.Cleanup(context.Background()); err != nil || strings.Join(deleted, ",") != "q,q.q1,q.q2" {
+		t.Fatalf("deleted %v (err %v), want every queue", deleted, err)
+	}
 	gotPath = ""
 	for _, quiet := range []*Fibril{
 		{topic: "bench.x", w: Workload{Scenario: ScenarioEndToEnd}},                  // no admin address

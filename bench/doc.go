@@ -55,7 +55,9 @@
 // arrives because a single-partition queue confirms in offset order (group
 // commit makes a prefix durable at once) and one connection's publishes get
 // increasing offsets; if a confirm ever overtook an earlier one it would be
-// observed late, never early.
+// observed late, never early. Over several partitions or queues (the sweeps)
+// confirms do overtake each other, so there each one has a waiter goroutine
+// of its own (at most Window per producer).
 //
 // # left
 //

@@ -293,7 +293,7 @@ func (r *receiveTrack) missing() int64 { return int64(r.msgs) - r.unique.Load() 
 
 // runConfirmedPublish: P producers publish Msgs messages to a fresh queue;
 // nobody consumes.
-func runConfirmedPublish(ctx context.Context, t Target, w Workload, out *Line) error {
+func runConfirmedPublish(ctx context.Context, t Target, w Workload, out *Line, serverPID int) error {
 	if err := t.Prepare(ctx, w); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
@@ -301,9 +301,11 @@ func runConfirmedPublish(ctx context.Context, t Target, w Workload, out *Line) e
 	if err != nil {
 		return err
 	}
+	cpu := startServerCPU(serverPID)
 	p.start(ctx)
 	ok := p.wait(ctx)
 	endNs := p.endNs()
+	measuredCPUSec := cpu.stop()
 	p.close()
 	secs := float64(endNs-p.startNs) / 1e9
 	latency, _ := Percentiles(p.confirmNs)
@@ -315,6 +317,7 @@ func runConfirmedPublish(ctx context.Context, t Target, w Workload, out *Line) e
 	out.Set("confirmed", p.confirmed.Load())
 	out.Set("nacked", p.nacked.Load())
 	out.Set("dup_confirms", p.dupConfirms.Load())
+	setMeasuredCPU(out, measuredCPUSec)
 	if p.err != nil {
 		return p.err
 	}
@@ -327,7 +330,7 @@ func runConfirmedPublish(ctx context.Context, t Target, w Workload, out *Line) e
 // runEndToEnd: C consumers attach to a fresh queue first, then P producers
 // publish while the consumers receive and acknowledge; done when every id
 // arrived.
-func runEndToEnd(ctx context.Context, t Target, w Workload, out *Line) error {
+func runEndToEnd(ctx context.Context, t Target, w Workload, out *Line, serverPID int) error {
 	if err := t.Prepare(ctx, w); err != nil {
 		return fmt.Errorf("prepare: %w", err)
 	}
@@ -351,6 +354,7 @@ func runEndToEnd(ctx context.Context, t Target, w Workload, out *Line) error {
 	if err != nil {
 		return err
 	}
+	cpu := startServerCPU(serverPID)
 	p.start(ctx)
 	publishedOK := p.wait(ctx)
 	publishEndNs := p.endNs()
@@ -366,6 +370,7 @@ func runEndToEnd(ctx context.Context, t Target, w Workload, out *Line) error {
 	if endNs == 0 {
 		endNs = MonoNs()
 	}
+	measuredCPUSec := cpu.stop()
 	p.close()
 	time.Sleep(ackSettleDelay)
 	closeConsumers()
@@ -394,6 +399,7 @@ func runEndToEnd(ctx context.Context, t Target, w Workload, out *Line) error {
 	out.Set("confirm_p50_ms", confirmLatency.P50Ms)
 	out.Set("confirm_p99_ms", confirmLatency.P99Ms)
 	out.Set("nacked", p.nacked.Load())
+	setMeasuredCPU(out, measuredCPUSec)
 	switch {
 	case p.err != nil:
 		return p.err
@@ -406,4 +412,42 @@ func runEndToEnd(ctx context.Context, t Target, w Workload, out *Line) error {
 		return fmt.Errorf("%d deliveries carried no valid id", track.unknownIDs.Load())
 	}
 	return nil
+}
+
+// serverCPU samples the broker's CPU over the measured interval only (from
+// the producers' release to the last confirmation or delivery), beside
+// Run's server_cpu_s over the whole scenario: connecting, logging in,
+// declaring and the left probe cost the broker CPU that a per-message
+// figure must not be charged with (a thousand connections' logins would
+// otherwise read as a cost of every message).
+type serverCPU struct {
+	pid       int
+	beforeSec float64
+}
+
+func startServerCPU(pid int) serverCPU {
+	if pid <= 0 {
+		return serverCPU{}
+	}
+	return serverCPU{pid: pid, beforeSec: ProcessCPUSeconds(pid)}
+}
+
+// stop returns the CPU seconds since start, or -1 when unknown.
+func (c serverCPU) stop() float64 {
+	if c.pid <= 0 || c.beforeSec < 0 {
+		return -1
+	}
+	afterSec := ProcessCPUSeconds(c.pid)
+	if afterSec < 0 {
+		return -1
+	}
+	return afterSec - c.beforeSec
+}
+
+// setMeasuredCPU adds server_cpu_measured_s after the scenario's own
+// figures (the harness's keys keep their order), when it is known.
+func setMeasuredCPU(out *Line, seconds float64) {
+	if seconds >= 0 {
+		out.Set("server_cpu_measured_s", seconds)
+	}
 }

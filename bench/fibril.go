@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fibril-go/fibril/client"
@@ -98,9 +99,8 @@ func QueueName(scenario, transport string, now time.Time) string {
 // Prepare declares a fresh single-partition queue (the default count, made
 // explicit because the workload assumes one offset-ordered log), or the
 // Queues queues of Partitions partitions a sweep asks for. Over several
-// partitions or queues confirms may arrive out of publish order; the
-// producer's waiter still waits in publish order, so a confirm that overtook
-// an earlier one is observed late (its latency overstated), never early.
+// partitions or queues confirms may arrive out of publish order, so there
+// the producer waits for each on a goroutine of its own (fibrilProducer).
 func (f *Fibril) Prepare(ctx context.Context, w Workload) error {
 	f.w = w
 	f.topic = QueueName(w.Scenario, f.Transport, time.Now())
@@ -166,11 +166,20 @@ type fibrilProducer struct {
 	pending chan pendingConfirm
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// unordered: confirms may come back out of publish order (several
+	// partitions or queues), so each is waited for on its own goroutine
+	// (at most Window of them): an in-order waiter would see an early
+	// confirm late, overstating its latency and holding its window slot.
+	unordered bool
+	waitCtx   context.Context
+	waiters   sync.WaitGroup
+	confirm   ConfirmFunc
 }
 
 // NewProducer opens a connection and starts the goroutine that waits for its
 // confirmations in publish order (see the package doc for why that order is
-// exact here).
+// exact on one queue of one partition; over several, each confirmation gets
+// a waiter of its own).
 func (f *Fibril) NewProducer(ctx context.Context, idx int, confirm ConfirmFunc) (Producer, error) {
 	c, err := f.dial(ctx)
 	if err != nil {
@@ -193,8 +202,23 @@ func (f *Fibril) NewProducer(ctx context.Context, idx int, confirm ConfirmFunc) 
 			p.pubs = append(p.pubs, c.Publisher(topic))
 		}
 	}
+	if len(f.topics) > 1 || f.Partitions > 1 {
+		p.unordered, p.waitCtx, p.confirm = true, waitCtx, confirm
+		close(p.done)
+		return p, nil
+	}
 	go p.awaitConfirms(waitCtx, confirm)
 	return p, nil
+}
+
+// awaitOne waits for one confirmation of an unordered producer.
+func (p *fibrilProducer) awaitOne(pc pendingConfirm) {
+	defer p.waiters.Done()
+	_, err := pc.conf.Wait(p.waitCtx)
+	if p.waitCtx.Err() != nil {
+		return // the run ended: an unanswered publish stays unconfirmed
+	}
+	p.confirm(pc.id, err == nil)
 }
 
 func (p *fibrilProducer) awaitConfirms(ctx context.Context, confirm ConfirmFunc) {
@@ -227,6 +251,11 @@ func (p *fibrilProducer) PublishAsync(ctx context.Context, id uint64, body []byt
 	if err != nil {
 		return err
 	}
+	if p.unordered {
+		p.waiters.Add(1)
+		go p.awaitOne(pendingConfirm{id: id, conf: conf})
+		return nil
+	}
 	select {
 	case p.pending <- pendingConfirm{id: id, conf: conf}:
 		return nil
@@ -238,6 +267,7 @@ func (p *fibrilProducer) PublishAsync(ctx context.Context, id uint64, body []byt
 func (p *fibrilProducer) Close() error {
 	p.cancel()
 	<-p.done
+	p.waiters.Wait()
 	return p.c.Close()
 }
 
@@ -336,7 +366,22 @@ func (f *Fibril) Cleanup(ctx context.Context) error {
 	if f.AdminURL == "" || f.topic == "" || f.w.Scenario == ScenarioFanout {
 		return nil
 	}
-	body, err := json.Marshal(map[string]string{"topic": f.topic})
+	topics := f.topics
+	if len(topics) == 0 {
+		topics = []string{f.topic}
+	}
+	var errs []error
+	for _, topic := range topics {
+		if err := f.deleteQueue(ctx, topic); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteQueue deletes one queue through the admin API.
+func (f *Fibril) deleteQueue(ctx context.Context, topic string) error {
+	body, err := json.Marshal(map[string]string{"topic": topic})
 	if err != nil {
 		return err
 	}
@@ -350,12 +395,12 @@ func (f *Fibril) Cleanup(ctx context.Context) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("delete %s: %w", f.topic, err)
+		return fmt.Errorf("delete %s: %w", topic, err)
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("delete %s: %s: %s", f.topic, resp.Status, bytes.TrimSpace(answer))
+		return fmt.Errorf("delete %s: %s: %s", topic, resp.Status, bytes.TrimSpace(answer))
 	}
 	return nil
 }

@@ -64,7 +64,15 @@ func parseStatCPUSeconds(s string) float64 {
 }
 
 // ProcessRSSMB is the resident set size of pid in MiB, or -1.
-func ProcessRSSMB(pid int) float64 {
+func ProcessRSSMB(pid int) float64 { return processStatusMB(pid, "VmRSS:") }
+
+// ProcessPeakRSSMB is the largest resident set size pid had in its life
+// (VmHWM) in MiB, or -1: a broker's peak over a run when it was started for
+// that run alone.
+func ProcessPeakRSSMB(pid int) float64 { return processStatusMB(pid, "VmHWM:") }
+
+// processStatusMB reads a kB field of /proc/PID/status in MiB, or -1.
+func processStatusMB(pid int, field string) float64 {
 	if pid <= 0 {
 		return -1
 	}
@@ -76,7 +84,7 @@ func ProcessRSSMB(pid int) float64 {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "VmRSS:" {
+		if len(fields) >= 2 && fields[0] == field {
 			kib, err := strconv.ParseFloat(fields[1], 64)
 			if err != nil {
 				return -1

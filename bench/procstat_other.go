@@ -11,5 +11,8 @@ func ProcessCPUSeconds(pid int) float64 { return -1 }
 // ProcessRSSMB is unknown (-1) off Linux.
 func ProcessRSSMB(pid int) float64 { return -1 }
 
+// ProcessPeakRSSMB is unknown (-1) off Linux.
+func ProcessPeakRSSMB(pid int) float64 { return -1 }
+
 // SelfCPUSeconds is unknown (-1) off Linux.
 func SelfCPUSeconds() float64 { return -1 }

@@ -62,9 +62,9 @@ func Run(t Target, w Workload, o RunOptions) (*Line, string) {
 	var err error
 	switch w.Scenario {
 	case ScenarioConfirmedPublish:
-		err = runConfirmedPublish(ctx, t, w, out)
+		err = runConfirmedPublish(ctx, t, w, out, o.ServerPID)
 	case ScenarioEndToEnd:
-		err = runEndToEnd(ctx, t, w, out)
+		err = runEndToEnd(ctx, t, w, out, o.ServerPID)
 	case ScenarioFanout:
 		err = runFanout(ctx, t, w, out)
 	default:

@@ -135,13 +135,21 @@ func (b *Broker) start() error {
 		"--admin-listen", b.AdminAddr, "--pprof-addr", b.PprofAddr, "--reconnect-grace-ms", "0", "--log-level", "warn")
 	b.log = &tailBuffer{}
 	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
+	// The broker dies with the sweep, even when the sweep is SIGKILLed.
+	b.cmd.SysProcAttr = brokerProcAttr()
 	b.StartedAt = time.Now()
 	if err := b.cmd.Start(); err != nil {
 		b.cmd = nil
 		return err
 	}
 	b.waited = make(chan struct{})
-	go func() { _ = b.cmd.Wait(); close(b.waited) }()
+	cmd, waited := b.cmd, b.waited
+	trackBroker(cmd.Process, true)
+	go func() {
+		_ = cmd.Wait()
+		trackBroker(cmd.Process, false)
+		close(waited)
+	}()
 	return nil
 }
 
@@ -234,6 +242,24 @@ func (b *Broker) CollectGarbage(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.PprofAddr+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode == http.StatusOK
+}
+
+// ready reports whether the admin listener answers /readyz with 200: the
+// broker has recovered and serves both transports.
+func (b *Broker) ready(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, dialAttemptTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.AdminAddr+"/readyz", nil)
 	if err != nil {
 		return false
 	}

@@ -187,10 +187,10 @@ func TestBuildTable(t *testing.T) {
 	table.WriteMarkdown(&md)
 	text := md.String()
 	for _, want := range []string{
-		"| x | status | msgs/s | p50 ms | p99 ms | server CPU µs/msg | server RSS MiB | producers | consumers | window | setup s |",
-		"| 1 | ok | 100000 | 1.000 | 2.000 | 8.000 | 80.000 | 1 | - | 2048 | - |",
-		"| 10 | ok | 150000 | 1.500 | - | 7.000 | 90.000 | 10 | - | 204 | - |",
-		"| 1000 | timeout | - | - | - | - | - | - | - | - | - |",
+		"| x | status | msgs/s | p50 ms | p99 ms | server CPU µs/msg | server RSS MiB | peak RSS MiB | producers | consumers | window | setup s |",
+		"| 1 | ok | 100000 | 1.000 | 2.000 | 8.000 | 80.000 | - | 1 | - | 2048 | - |",
+		"| 10 | ok | 150000 | 1.500 | - | 7.000 | 90.000 | - | 10 | - | 204 | - |",
+		"| 1000 | timeout | - | - | - | - | - | - | - | - | - | - |",
 		"failed: x=1000: context deadline exceeded",
 	} {
 		if !strings.Contains(text, want) {

@@ -116,6 +116,20 @@ func subscribeWhenUp(ctx context.Context, broker *Broker, target *bench.Fibril) 
 		if broker.exited() {
 			return nil, nil, time.Time{}, fmt.Errorf("broker exited: %s", broker.Log())
 		}
+		// A QUIC dial to a port nobody listens on yet gets no refusal (UDP):
+		// it would block for the whole attempt timeout and give recovery_s a
+		// floor of one attempt. The admin listener is up before recovery
+		// starts and answers /readyz 200 once both transports serve, so
+		// dial only then.
+		if !broker.ready(ctx) {
+			last = errors.New("/readyz is not 200 yet")
+			select {
+			case <-ctx.Done():
+				return nil, nil, time.Time{}, errors.Join(ctx.Err(), last)
+			case <-time.After(recoveryPollInterval):
+			}
+			continue
+		}
 		attemptCtx, cancel := context.WithTimeout(ctx, dialAttemptTimeout)
 		c, err := broker.Dial(attemptCtx, target.Transport)
 		cancel()

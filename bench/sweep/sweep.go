@@ -22,9 +22,12 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fibril-go/fibril/bench"
@@ -98,6 +101,8 @@ func Run(o Options) (allOK bool, err error) {
 	}
 	restoreEnv := setEnv("XDG_CONFIG_HOME", filepath.Join(workDir, "config"))
 	defer restoreEnv()
+	stopInterrupts := onInterrupt(o.Stderr, workDir, o.WorkDir == "")
+	defer stopInterrupts()
 	if kind.Name == KindConnections {
 		need := uint64(2*max(slicesMax(o.Points), 1)) + 512
 		if got, err := RaiseOpenFiles(need); err != nil || got < need {
@@ -237,6 +242,57 @@ func failLine(line *bench.Line, err error) {
 }
 
 // runPoint runs one point on its own broker and returns its line.
+// liveBrokers are the broker processes this process runs now, for
+// onInterrupt.
+var liveBrokers struct {
+	sync.Mutex
+	set map[*os.Process]struct{}
+}
+
+func trackBroker(p *os.Process, live bool) {
+	liveBrokers.Lock()
+	defer liveBrokers.Unlock()
+	if liveBrokers.set == nil {
+		liveBrokers.set = map[*os.Process]struct{}{}
+	}
+	if live {
+		liveBrokers.set[p] = struct{}{}
+	} else {
+		delete(liveBrokers.set, p)
+	}
+}
+
+// onInterrupt makes Ctrl-C or a SIGTERM to the sweep stop its brokers
+// (SIGKILL: the data is thrown away) and remove the work dir, which holds
+// gigabytes after a large backlog point, before exiting 130. A SIGKILL to
+// the sweep cannot be caught: the brokers die with it (Pdeathsig), the
+// work dir stays. The returned func ends the watch.
+func onInterrupt(stderr io.Writer, workDir string, removeWorkDir bool) (stop func()) {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-signals:
+			fmt.Fprintf(stderr, "fibril bench sweep: %s: stopping the brokers and removing %s\n", sig, workDir)
+			liveBrokers.Lock()
+			for p := range liveBrokers.set {
+				_ = p.Kill()
+			}
+			liveBrokers.Unlock()
+			if removeWorkDir {
+				_ = os.RemoveAll(workDir)
+			}
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(signals)
+		close(done)
+	}
+}
+
 func runPoint(kind Kind, x float64, o Options, dataDir string) *bench.Line {
 	line := pointLine(kind.Name, x)
 	w, shape, err := PointWorkload(kind.Name, x, o.Base)
@@ -297,6 +353,9 @@ func runWorkload(line *bench.Line, broker *Broker, target *bench.Fibril, w bench
 		Timeout: time.Until(deadline), ServerPID: broker.PID()})
 	status, errText := copyFields(line, result)
 	addDerived(line, w)
+	// The point's broker served this point alone, so its VmHWM is the
+	// point's peak: server_rss_mb is read after the connections closed.
+	line.Set("server_peak_rss_mb", orNaN(bench.ProcessPeakRSSMB(broker.PID())))
 	setStatus(line, status, errText)
 }
 
@@ -309,14 +368,16 @@ func addDerived(line *bench.Line, w bench.Workload) {
 	}
 	msgs := lineNumber(line, counted)
 	cpu := math.NaN()
-	if cpuSeconds := lineNumber(line, "server_cpu_s"); !math.IsNaN(cpuSeconds) && !math.IsNaN(msgs) {
+	// The broker's CPU over the measured interval only: the whole run's
+	// server_cpu_s also holds every connection's login and every declare.
+	if cpuSeconds := lineNumber(line, "server_cpu_measured_s"); !math.IsNaN(cpuSeconds) && !math.IsNaN(msgs) {
 		cpu = CPUMicrosPerMsg(cpuSeconds, int64(msgs))
 	}
 	line.Set("server_cpu_us_per_msg", cpu)
 	line.Set("mib_per_s", lineNumber(line, "msgs_per_s")*float64(w.SizeBytes)/(1<<20))
 	// What the point spent outside the measured interval: declaring, opening
-	// the connections (each one's AUTH included), the left probe. Server
-	// CPU covers it too, so a point whose setup dominates says so here.
+	// the connections (each one's AUTH included), the left probe. The whole
+	// run's server_cpu_s covers it too; the per-message figure does not.
 	line.Set("setup_s", lineNumber(line, "wall_s")-lineNumber(line, "secs"))
 }
 

@@ -65,6 +65,7 @@ type Kind struct {
 var throughputColumns = []Column{
 	{"msgs/s", "msgs_per_s"}, {"p50 ms", "p50_ms"}, {"p99 ms", "p99_ms"},
 	{"server CPU µs/msg", "server_cpu_us_per_msg"}, {"server RSS MiB", "server_rss_mb"},
+	{"peak RSS MiB", "server_peak_rss_mb"},
 }
 
 var throughputPanels = []PanelSpec{
