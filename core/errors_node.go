@@ -7,6 +7,10 @@ var (
 	ErrPartitionOutOfRange = newError(CodeInvalid, false, "partition out of range for this queue")
 	ErrTooManyPartitions   = newError(CodeInvalid, false, "partition_count exceeds the broker's PartitionsPerQueueMax")
 	ErrTooManyQueues       = newError(CodeInternal, true, "too many queues: see the broker's QueuesMax")
+	// ErrPartitionBudget refuses a queue or stream whose partitions would
+	// take the broker past the partitions it can hold open: each holds open
+	// files, and storage that cannot open a file stops the broker.
+	ErrPartitionBudget     = newError(CodeInternal, false, "too many partitions on this broker: each holds open files; delete queues or raise its open-files limit (ulimit -n)")
 	ErrPartitionLoadFailed = newError(CodeInternal, true, "the queue partition failed to load; retry later")
 	// ErrCatalogBehind refuses a declare or a new queue while too many of
 	// the node's records await fsync (backpressure, as ErrStorageBehind).

@@ -103,8 +103,17 @@ func Run(o Options) (allOK bool, err error) {
 	defer restoreEnv()
 	stopInterrupts := onInterrupt(o.Stderr, workDir, o.WorkDir == "")
 	defer stopInterrupts()
-	if kind.Name == KindConnections {
-		need := uint64(2*max(slicesMax(o.Points), 1)) + 512
+	var need uint64
+	switch kind.Name {
+	case KindConnections:
+		need = uint64(2*max(slicesMax(o.Points), 1)) + 512
+	case KindQueues, KindIdle:
+		// The broker (which inherits the limit) holds two descriptors per
+		// loaded partition and sizes its partition budget from the limit:
+		// below this, the large points are refused (queue declares fail).
+		need = uint64(3*max(slicesMax(o.Points), 1)) + 4096
+	}
+	if need > 0 {
 		if got, err := RaiseOpenFiles(need); err != nil || got < need {
 			fmt.Fprintf(o.Stderr, "fibril bench sweep: open files limit %d, want %d (%v): large points may fail\n", got, need, err)
 		}

@@ -64,6 +64,11 @@ type Config struct {
 	// QueuesMax bounds declared queues; PartitionsPerQueueMax one declare.
 	QueuesMax             int
 	PartitionsPerQueueMax uint32
+	// PartitionsMax bounds the partitions of every queue and stream
+	// together: each partition holds open files (its log's segment and
+	// blob file), and a partition that cannot open one stops the broker, so
+	// the driver derives it from the process's open-files limit.
+	PartitionsMax int
 
 	// ResidentPayloadBytesMax bounds the payload bytes of live messages held
 	// in memory over all partitions; past it newly durable stored payloads
@@ -127,6 +132,7 @@ func DefaultConfig() Config {
 		ResumeRestartTTLMs:         60_000,
 		AllowDefaultLoopback:       true,
 		QueuesMax:                  100_000,
+		PartitionsMax:              1 << 20,
 		PartitionsPerQueueMax:      1024,
 		ResidentPayloadBytesMax:    4 << 20,
 		SnapshotEntriesMin:         100_000,
@@ -160,7 +166,7 @@ func (c Config) Validate() error {
 		return errors.New("node config: StreamCreditOutboxBytesMax must be at least 1")
 	case c.ResumeRestartTTLMs < 0:
 		return errors.New("node config: resume restart TTL must not be negative")
-	case c.QueuesMax < 1 || c.PartitionsPerQueueMax < 1:
+	case c.QueuesMax < 1 || c.PartitionsPerQueueMax < 1 || c.PartitionsMax < 1:
 		return errors.New("node config: queue limits must be at least 1")
 	case c.ResidentPayloadBytesMax < 0:
 		return errors.New("node config: resident payload bytes must not be negative")

@@ -70,6 +70,10 @@ func (n *Node) openQueue(key queueKey, o opener) {
 			n.failOpener(key, o, core.ErrTooManyQueues)
 			return
 		}
+		if n.overPartitionBudget(n.defaultPartitionCount()) {
+			n.failOpener(key, o, core.ErrPartitionBudget)
+			return
+		}
 		if n.storageBehind() {
 			// Backpressure rather than another unpersisted record: storage that fell
 			// behind would otherwise let the log's tail grow without bound in memory.
@@ -374,6 +378,9 @@ func (n *Node) resolveDeclare(key queueKey, d *DeclareQueue) (*catalogEntry, *co
 	if entry == nil && len(n.state.queues)+len(n.state.streams) >= n.cfg.QueuesMax {
 		return nil, core.ErrTooManyQueues
 	}
+	if entry == nil && n.overPartitionBudget(count) {
+		return nil, core.ErrPartitionBudget
+	}
 	next := &catalogEntry{key: key, partitions: count}
 	if entry != nil {
 		*next = *entry
@@ -484,4 +491,12 @@ func equalPtr[T comparable](a, b *T) bool {
 		return a == nil && b == nil
 	}
 	return *a == *b
+}
+
+// overPartitionBudget says whether adding count partitions to the catalogue
+// would pass PartitionsMax. Only new queues and streams are checked: one
+// recovered from an older, larger budget keeps serving.
+func (n *Node) overPartitionBudget(count uint32) bool {
+	assertHold(n.state.partitionsTotal >= 0, "the partition total never goes negative")
+	return n.state.partitionsTotal+int(count) > n.cfg.PartitionsMax
 }

@@ -153,6 +153,19 @@ func (n *Node) checkCatalog() error {
 	if len(n.state.queues)+len(n.state.streams) > n.cfg.QueuesMax {
 		return fmt.Errorf("%d queues and %d streams, limit %d", len(n.state.queues), len(n.state.streams), n.cfg.QueuesMax)
 	}
+	// The derived total is the catalogue's sum, and within the budget
+	// unless the budget shrank under a catalogue recovered from an older
+	// configuration (then only new queues are refused).
+	sum := 0
+	for _, e := range n.state.queues {
+		sum += int(e.partitions)
+	}
+	for _, e := range n.state.streams {
+		sum += int(e.settings.PartitionCount)
+	}
+	if sum != n.state.partitionsTotal {
+		return fmt.Errorf("partitionsTotal %d, the catalogue holds %d", n.state.partitionsTotal, sum)
+	}
 	if err := n.checkStreams(); err != nil {
 		return err
 	}

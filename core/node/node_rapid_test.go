@@ -51,6 +51,19 @@ type mQueue struct {
 	settings   catalogSettings
 }
 
+// partitionRoom says whether count more partitions fit PartitionsMax next
+// to every queue's and stream's in the model.
+func (mc *nodeMachine) partitionRoom(count uint32) bool {
+	total := int(count)
+	for _, q := range mc.m.queues {
+		total += int(q.partitions)
+	}
+	for _, s := range mc.m.streams {
+		total += int(s.PartitionCount)
+	}
+	return total <= mc.cfg.PartitionsMax
+}
+
 type mSkeleton struct {
 	token     [16]byte
 	savedAtMs int64
@@ -111,6 +124,9 @@ func newNodeMachine(t *rapid.T) *nodeMachine {
 	cfg.ConnectionsMax = 6
 	cfg.QueuesMax = 3
 	cfg.PartitionsPerQueueMax = 3
+	// Below QueuesMax x PartitionsPerQueueMax, so the partition budget
+	// refuses some declares the queue count alone would allow.
+	cfg.PartitionsMax = 5
 	cfg.NodeSnapshotRecordsMin = 8
 	mc := &nodeMachine{cfg: cfg, nowMs: 100_000, conns: map[ConnID]*mConn{}, settings: map[core.QueueID][]*DeclareSettings{}, sessionIDs: map[SessionID]bool{},
 		m: &nodeModel{queues: map[queueKey]mQueue{}, streams: map[string]core.StreamSettings{}, skeletons: map[[16]byte]mSkeleton{}, sessions: map[SessionID]mSession{},
@@ -379,7 +395,7 @@ func (mc *nodeMachine) modelOpen(key queueKey) {
 	if _, stream := mc.m.streams[key.Topic]; stream {
 		return // opens the stream partition, creates nothing
 	}
-	if _, ok := mc.m.queues[key]; !ok && len(mc.m.queues)+len(mc.m.streams) < mc.cfg.QueuesMax {
+	if _, ok := mc.m.queues[key]; !ok && len(mc.m.queues)+len(mc.m.streams) < mc.cfg.QueuesMax && mc.partitionRoom(1) {
 		mc.m.queues[key] = mQueue{partitions: 1}
 		mc.m.queueDurableAt[key] = mc.n.state.lastIndex + 1
 	}
@@ -396,6 +412,9 @@ func (mc *nodeMachine) modelDeclare(key queueKey, d *DeclareQueue) {
 	}
 	if count > mc.cfg.PartitionsPerQueueMax || (!exists && len(mc.m.queues)+len(mc.m.streams) >= mc.cfg.QueuesMax) {
 		return
+	}
+	if !exists && !mc.partitionRoom(count) {
+		return // past the partition budget
 	}
 	if d.DLQ != nil && d.DLQ.Kind == core.DLQCustom && d.DLQ.Target.Topic == key.Topic {
 		return // a loop
@@ -728,6 +747,14 @@ func (mc *nodeMachine) modelDeclareStream(topic string, settings core.StreamSett
 	if _, exists := mc.m.streams[topic]; exists || settings.PartitionCount > mc.cfg.PartitionsPerQueueMax ||
 		len(mc.m.queues)+len(mc.m.streams) >= mc.cfg.QueuesMax {
 		return
+	}
+	for k := range mc.m.queues {
+		if k.Topic == topic {
+			return // a topic is a queue or a stream
+		}
+	}
+	if !mc.partitionRoom(settings.PartitionCount) {
+		return // past the partition budget
 	}
 	for k := range mc.m.queues {
 		if k.Topic == topic {

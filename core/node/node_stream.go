@@ -62,6 +62,10 @@ func (n *Node) onDeclareStream(from Address, d *DeclareStream) {
 		n.send(from, &Declared{Token: d.Token, Err: core.ErrTooManyQueues})
 		return
 	}
+	if n.overPartitionBudget(d.Settings.PartitionCount) {
+		n.send(from, &Declared{Token: d.Token, Err: core.ErrPartitionBudget})
+		return
+	}
 	if n.storageBehind() {
 		n.send(from, &Declared{Token: d.Token, Err: core.ErrCatalogBehind})
 		return

@@ -149,6 +149,10 @@ type durableState struct {
 	sessionIDCeiling uint64
 	queues           map[queueKey]*catalogEntry
 	skeletons        map[[16]byte]*skeleton
+	// partitionsTotal sums the partitions of every queue and stream in the
+	// catalogue (derived in addQueue, addStream and the removal), for
+	// PartitionsMax.
+	partitionsTotal int
 	// streams: declared streams by topic. queueTopics counts the queues
 	// (all groups) of each topic, derived in apply: a topic is a queue or
 	// a stream, never both.
@@ -173,10 +177,22 @@ func newDurableState() durableState {
 
 // addQueue files a queue entry (apply and snapshot decoding alike).
 func (s *durableState) addQueue(e *catalogEntry) {
-	if s.queues[e.key] == nil {
+	if old := s.queues[e.key]; old == nil {
 		s.queueTopics[e.key.Topic]++
+		s.partitionsTotal += int(e.partitions)
+	} else {
+		s.partitionsTotal += int(e.partitions) - int(old.partitions)
 	}
 	s.queues[e.key] = e
+}
+
+// addStream files a stream entry (apply and snapshot decoding alike).
+func (s *durableState) addStream(e *streamEntry) {
+	if old := s.streams[e.topic]; old != nil {
+		s.partitionsTotal -= int(old.settings.PartitionCount)
+	}
+	s.partitionsTotal += int(e.settings.PartitionCount)
+	s.streams[e.topic] = e
 }
 
 // apply is the only place durable state changes.
@@ -225,7 +241,7 @@ func (s *durableState) apply(index uint64, r *record) {
 		}
 		assertHold(s.queueTopics[r.stream.topic] == 0, "a topic is a queue or a stream, never both")
 		e := *r.stream
-		s.streams[e.topic] = &e
+		s.addStream(&e)
 	case recordQueueRemoved, recordQueueDataGone:
 		s.applyQueueRemoval(r)
 	case recordRuntime, recordGlobalDLQ:
@@ -562,7 +578,7 @@ func decodeSnapshot(b []byte) (durableState, error) {
 			if s.queueTopics[e.topic] > 0 {
 				d.fail("a topic listed as a queue and a stream")
 			}
-			s.streams[e.topic] = e
+			s.addStream(e)
 		}
 	}
 	// Version 4 carries the runtime settings and the global target.

@@ -36,6 +36,7 @@ func (s *durableState) applyQueueRemoval(r *record) {
 	switch r.kind {
 	case recordQueueRemoved:
 		assertHold(s.queues[*r.queueKey] != nil, "a removed queue was in the catalogue")
+		s.partitionsTotal -= int(s.queues[*r.queueKey].partitions)
 		delete(s.queues, *r.queueKey)
 		s.queueTopics[r.queueKey.Topic]--
 		if s.queueTopics[r.queueKey.Topic] == 0 {

@@ -55,6 +55,10 @@ type Config struct {
 	RunnerInboxMax int
 	// QueuesMax bounds the queues the broker will create.
 	QueuesMax int
+	// PartitionsMax bounds the partitions of every queue and stream
+	// together (node.Config.PartitionsMax); zero derives it from the
+	// process's open-files limit (PartitionsForOpenFiles).
+	PartitionsMax int
 	// ResidentPayloadBytesMax bounds the payload bytes of live messages the
 	// broker holds in memory, over all partitions. Past it, a newly durable
 	// payload that is in a blob file is dropped from memory and read back
@@ -186,6 +190,10 @@ func (c Config) nodeConfig() node.Config {
 	nc.ResumeRestartTTLMs = c.ResumeRestartTTLMs
 	nc.AllowDefaultLoopback = c.AllowDefaultLoopback
 	nc.QueuesMax = c.QueuesMax
+	nc.PartitionsMax = c.PartitionsMax
+	if nc.PartitionsMax == 0 {
+		nc.PartitionsMax = PartitionsForOpenFiles(openFilesLimit())
+	}
 	nc.ResidentPayloadBytesMax = c.ResidentPayloadBytesMax
 	nc.SnapshotEntriesMin = c.SnapshotEntriesMin
 	nc.RecoveryOnMismatch = c.RecoveryOnMismatch
