@@ -58,6 +58,20 @@ func (l *Line) Get(key string) (string, bool) {
 	return v, ok
 }
 
+// moveToEnd puts key last (a figure of our own after the harness's keys,
+// whatever order it was set in); nothing when unset.
+func (l *Line) moveToEnd(key string) {
+	if _, ok := l.values[key]; !ok {
+		return
+	}
+	for i, k := range l.keys {
+		if k == key {
+			l.keys = append(append(l.keys[:i:i], l.keys[i+1:]...), key)
+			return
+		}
+	}
+}
+
 // String renders "k1=v1 k2=v2 ...".
 func (l *Line) String() string {
 	var b strings.Builder

@@ -184,3 +184,16 @@ func TestReportHasOneRatioColumnPerPeer(t *testing.T) {
 		t.Fatalf("report does not end with the ratio lines:\n%s", out)
 	}
 }
+
+// Our own figures go after the harness's keys, in the order they are moved.
+func TestLineMoveToEnd(t *testing.T) {
+	l := NewLine()
+	l.Set("a", 1)
+	l.Set("ours", 2)
+	l.Set("b", 3)
+	l.moveToEnd("ours")
+	l.moveToEnd("absent")
+	if got := l.String(); got != "a=1 b=3 ours=2" {
+		t.Fatalf("line %q", got)
+	}
+}

@@ -84,6 +84,9 @@ func Run(t Target, w Workload, o RunOptions) (*Line, string) {
 	}
 	out.Set("client_cpu_s", selfAfter-selfBefore)
 	out.Set("wall_s", after.Sub(before).Seconds())
+	// The harness's keys first, in its order; ours after them.
+	out.moveToEnd("server_cpu_measured_s")
+	out.moveToEnd("cleanup_err")
 	status := StatusOK
 	switch {
 	case err == nil:
