@@ -62,8 +62,9 @@ type actor struct {
 	// host is the partition runner this machine last sent to, claimer
 	// only: a session sends request after request to one partition, and
 	// the lookup under the shared read lock was a measurable share of each.
-	// Runners are never removed while the broker runs (a halted one refuses
-	// pushes, and the envelope bounces as it would from the map).
+	// A runner removed with its queue (a delete) is halted: it refuses
+	// pushes, and the envelope bounces as it would from the map; the closed
+	// runner has dropped its machine, so this pointer pins no messages.
 	host *hostRunner
 	// seen is the connection last bound to this session as an operator
 	// listing shows it (admin_surface.go); kept past its close, for a

@@ -535,6 +535,13 @@ func (r *hostRunner) close() {
 	r.payloads.Close()
 	r.reportResident(0)
 	r.log.Close()
+	// Drop the machine and whatever mail is left: a closed runner may stay
+	// referenced (a session's cached runner, until it sends elsewhere), and
+	// the machine holds every live message of the partition. Only the
+	// runner goroutine, which has ended, touched them.
+	r.mu.Lock()
+	r.h, r.queue = nil, nil
+	r.mu.Unlock()
 }
 
 // partitionDir is where one partition's log lives: queues under "queues"
