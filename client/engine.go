@@ -238,10 +238,16 @@ func encode(op wire.Opcode, requestID uint64, body wire.Body) ([]byte, error) {
 
 // enqueue hands a frame to the writer, waiting while the queue is full.
 func (e *engine) enqueue(ctx context.Context, frame []byte) error {
-	// The queue has room almost always: a one-case try is a plain channel
-	// send, where the three-case select below locks all three channels. The
-	// select below may pick the queue on a closed engine too; whoever
-	// waits for an answer learns of the close from the pending calls.
+	// A closed engine refuses the frame (a settle must learn that its ACK
+	// was not sent, so that it can be retried after a resume). Then the
+	// queue has room almost always: a one-case try is a plain channel send,
+	// where the three-case select below locks all three channels.
+	select {
+	case <-e.closed:
+		putFrameBuffer(frame)
+		return connectionLost(e.closeErr)
+	default:
+	}
 	select {
 	case e.writeQueue <- frame:
 		return nil

@@ -225,7 +225,7 @@ func serve(cfg broker.Config, listen string, port int, tcpTLS, withQUIC bool, ad
 	// The start leaves tens of MiB of garbage behind (recovery's decoded
 	// entries, an argon2id hash of 19 MiB per seeded user) that the heap
 	// would keep as idle pages until the scavenger gets to them: give it back
-	// now, once, while nothing is served yet.
+	// now, once, at the end of the start (a forced GC of a small heap).
 	debug.FreeOSMemory()
 	log.Info("fibril is serving", "tcp", tcp.Addr().String(), "tcp_tls", tcpTLS, "quic", withQUIC, "alpn", transport.ALPN,
 		"data_dir", cfg.DataDir, "ca_sha256", material.CAFingerprintSHA256, "start_ms", time.Since(start).Milliseconds())

@@ -139,6 +139,17 @@ func (s *userStore) save() error {
 //
 // A (name, password) checked before, against what the store still holds,
 // is answered from the verified cache without hashing (authcache.go).
+// cached answers a login from the verified cache alone; hit is false when
+// it must be checked (lookup).
+func (s *userStore) cached(name, password string) (known, match, hit bool) {
+	id := s.verified.id(name, password)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, known := s.users[name]
+	match, hit = s.verified.get(id, known, u.Hash)
+	return known, match, hit
+}
+
 func (s *userStore) lookup(name, password string) (known, match bool) {
 	id := s.verified.id(name, password)
 	s.mu.Lock()
@@ -265,6 +276,13 @@ func newAuthWorkers(b *Broker, workers, queuedMax int) *authWorkers {
 }
 
 func (w *authWorkers) submit(from *actor, check node.PasswordCheck) {
+	// A login the cache answers needs no worker: answered here, it cannot
+	// wait in the queue behind a flood of wrong passwords (each holds a
+	// worker for a whole argon2id run, at most argonRunsMax at once).
+	if known, match, hit := w.b.users.cached(check.Username, check.Password); hit {
+		w.b.pushDetached(from, &node.AuthChecked{Token: check.Token, Known: known, Match: match})
+		return
+	}
 	w.mu.Lock()
 	if len(w.queue) >= w.max || w.stop {
 		w.mu.Unlock()

@@ -129,3 +129,40 @@ func TestBuiltinLoginIsCheckedOnce(t *testing.T) {
 		t.Fatalf("after a real fibril user: known %v match %v, want known and refused", known, match)
 	}
 }
+
+// A login the cache answers needs no argon2id token: with every token
+// taken (a flood of wrong passwords hashing), cached still answers at once,
+// and the auth workers' submit answers such a login without queueing it.
+func TestCachedLoginNeedsNoHashToken(t *testing.T) {
+	s, err := openUserStore(t.TempDir(), []UserSeed{{Name: "alice", Password: "secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if known, match := s.lookup("alice", "secret"); !known || !match {
+		t.Fatal("first login refused")
+	}
+	for range argonRunsMax {
+		argonRuns <- struct{}{}
+	}
+	defer func() {
+		for range argonRunsMax {
+			<-argonRuns
+		}
+	}()
+	done := make(chan bool, 1)
+	go func() {
+		known, match, hit := s.cached("alice", "secret")
+		done <- known && match && hit
+	}()
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("a cached login was not answered from the cache")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a cached login waited for an argon2id token")
+	}
+	if _, _, hit := s.cached("alice", "wrong"); hit {
+		t.Fatal("a wrong password was answered from the cache")
+	}
+}
