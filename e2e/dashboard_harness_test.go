@@ -233,10 +233,36 @@ func (p *dashPage) eval(expr string, out any) {
 	p.run("eval "+expr, chromedp.Evaluate(expr, out))
 }
 
-// click clicks sel.
+// click clicks sel. A live page may redraw the element between chromedp
+// finding it and clicking it (a row whose figures changed is replaced), so
+// a click on a node that went away meanwhile is tried again on the new one,
+// as a user's next click would land on it.
 func (p *dashPage) click(sel string) {
 	p.t.Helper()
-	p.run("click "+sel, chromedp.Click(sel, chromedp.ByQuery))
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(p.ctx, browserStepTimeout)
+		err := chromedp.Run(ctx, chromedp.Click(sel, chromedp.ByQuery))
+		cancel()
+		if err == nil {
+			return
+		}
+		if attempt < clickStaleRetries && staleNode(err) {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		p.t.Fatalf("browser: click %s: %v\nproblems so far: %v", sel, err, p.problemsNow())
+	}
+}
+
+// clickStaleRetries bounds the clicks tried on a node redrawn meanwhile.
+const clickStaleRetries = 5
+
+// staleNode says whether err is the DevTools' answer for a node that left
+// the document between the query and the click.
+func staleNode(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Could not find node with given id") || strings.Contains(msg, "Node is detached") ||
+		strings.Contains(msg, "No node with given id")
 }
 
 // jsClick clicks sel from the page's script (after a full-page screenshot
