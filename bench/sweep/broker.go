@@ -239,27 +239,20 @@ func (b *Broker) Stop() (killed bool) {
 // holds whatever garbage startup or the publish left, which differs from
 // point to point more than the figure being measured.
 func (b *Broker) CollectGarbage(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.PprofAddr+"/debug/pprof/heap?gc=1", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode == http.StatusOK
+	return getOK(ctx, 10*time.Second, "http://"+b.PprofAddr+"/debug/pprof/heap?gc=1")
 }
 
 // ready reports whether the admin listener answers /readyz with 200: the
 // broker has recovered and serves both transports.
 func (b *Broker) ready(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, dialAttemptTimeout)
+	return getOK(ctx, dialAttemptTimeout, "http://"+b.AdminAddr+"/readyz")
+}
+
+// getOK GETs url within timeout and reports whether it answered 200.
+func getOK(ctx context.Context, timeout time.Duration, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.AdminAddr+"/readyz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false
 	}
