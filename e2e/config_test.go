@@ -139,15 +139,15 @@ seed_users = [{name = "alice", password = "file-secret-pw"}]
 	}
 
 	// The broker itself, from the same file, variables and flags.
-	var log bytes.Buffer
+	log := &procLog{}
 	cmd := exec.Command(fibrilBin, append([]string{"serve"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	s := &server{t: t, port: flagPort, log: &log}
+	s := &server{t: t, port: flagPort, log: log}
 	eventually(t, 10_000, 20, func() bool {
 		c, err := net.DialTimeout("tcp", s.addr(), 100*time.Millisecond)
 		if err == nil {

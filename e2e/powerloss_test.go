@@ -220,7 +220,7 @@ type brokerProc struct {
 	port    int
 	args    []string
 	cmd     *exec.Cmd
-	log     *bytes.Buffer
+	log     *procLog
 	logs    []string // logs of processes that ended
 
 	snapshotEntriesMin string
@@ -235,7 +235,7 @@ func (b *brokerProc) start(extra ...string) error {
 		"--resident-payload-mb", "0", "--snapshot-entries-min", b.snapshotEntriesMin}, extra...)
 	b.cmd = exec.Command(b.bin, args...)
 	b.cmd.Env = append(os.Environ(), b.env...)
-	b.log = &bytes.Buffer{}
+	b.log = &procLog{}
 	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
 	if err := b.cmd.Start(); err != nil {
 		b.t.Fatal(err)

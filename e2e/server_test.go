@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,7 +56,7 @@ type server struct {
 	port    int
 	args    []string
 	cmd     *exec.Cmd
-	log     *bytes.Buffer
+	log     *procLog
 	// bin and env, when set, run another build (a mutant's) with more
 	// environment.
 	bin string
@@ -103,20 +105,44 @@ func (s *server) start() {
 	if len(s.env) > 0 {
 		s.cmd.Env = append(os.Environ(), s.env...)
 	}
-	s.log = &bytes.Buffer{}
+	s.log = &procLog{}
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
+	// Ready means started to the end: the TCP port accepts before the
+	// broker has logged "fibril is serving" (a forced GC and the admin
+	// listener come between), and tests read that log.
 	eventually(s.t, 10_000, 20, func() bool {
 		c, err := net.DialTimeout("tcp", s.addr(), 100*time.Millisecond)
 		if err != nil {
 			return false
 		}
 		c.Close()
-		return true
+		return s.log.contains("fibril is serving")
 	})
 }
+
+// procLog is a child process's stdout and stderr. exec copies into it from
+// its own goroutine while a test reads it, so it is guarded.
+type procLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *procLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *procLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *procLog) contains(s string) bool { return strings.Contains(l.String(), s) }
 
 // kill sends SIGKILL: no shutdown code runs, only what reached the disk stays.
 func (s *server) kill() {
