@@ -55,6 +55,9 @@ type DiagnosticsView struct {
 	Storage     StorageView     `json:"storage"`
 	GroupCommit GroupCommitView `json:"group_commit"`
 	Idle        *IdleView       `json:"idle"` // null when the Node did not answer
+	// Partitions is the partition budget (null when the Node did not
+	// answer): the same answer as Idle's.
+	Partitions *PartitionsView `json:"partitions"`
 	Runtime     RuntimeView     `json:"runtime"`
 	Quarantined int             `json:"quarantined"`
 	// Problems says which part could not be read (the rest is answered).
@@ -160,6 +163,16 @@ type IdleView struct {
 	Counters        QueuesDebugCounts `json:"counters"`
 }
 
+// PartitionsView is every queue's and stream's partitions together, loaded
+// or not, against limits.partitions_max (derived from the open-files limit
+// when unset): a declare that would pass it is refused with "too many
+// partitions on this broker". Declared can exceed Max after a restart under
+// a smaller budget (what exists keeps serving).
+type PartitionsView struct {
+	Declared int `json:"declared"`
+	Max      int `json:"max"`
+}
+
 // RuntimeView is the Go runtime now.
 type RuntimeView struct {
 	GoVersion  string `json:"go_version"`
@@ -244,6 +257,7 @@ func (s *Server) diagnostics(ctx context.Context, waitWalk bool) (*DiagnosticsVi
 			v.Idle = &IdleView{Enabled: dbg.Cleanup.Enabled, EvictAfterMs: dbg.Cleanup.EvictAfterMs,
 				SweepIntervalMs: dbg.Cleanup.SweepIntervalMs,
 				Counters:        QueuesDebugCounts{Evicted: dbg.Counters.Evicted, Skipped: dbg.Counters.Skipped, Reloaded: dbg.Counters.Reloaded}}
+			v.Partitions = &PartitionsView{Declared: dbg.PartitionsDeclared, Max: dbg.PartitionsMax}
 		}
 	}
 	return v, nil

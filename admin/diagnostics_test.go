@@ -40,7 +40,7 @@ func (f *fakeDiagnostics) QueuesDebug(context.Context) (*node.QueuesDebug, error
 		return nil, f.debugErr
 	}
 	return &node.QueuesDebug{Cleanup: node.IdleCleanupConfig{Enabled: true, EvictAfterMs: 1000, SweepIntervalMs: 100},
-		Counters: node.IdleCounters{Evicted: 4, Skipped: 9, Reloaded: 2}}, nil
+		Counters: node.IdleCounters{Evicted: 4, Skipped: 9, Reloaded: 2}, PartitionsDeclared: 7, PartitionsMax: 9000}, nil
 }
 
 func writeFile(t *testing.T, path string, n int) {
@@ -115,6 +115,9 @@ func TestDiagnosticsAnswersRecoveryStorageAndRuntime(t *testing.T) {
 	}
 	if v.Idle == nil || !v.Idle.Enabled || v.Idle.Counters != (QueuesDebugCounts{Evicted: 4, Skipped: 9, Reloaded: 2}) {
 		t.Fatalf("idle %+v", v.Idle)
+	}
+	if v.Partitions == nil || *v.Partitions != (PartitionsView{Declared: 7, Max: 9000}) {
+		t.Fatalf("partitions %+v", v.Partitions)
 	}
 	if v.Quarantined != 1 {
 		t.Fatalf("quarantined %d, want 1", v.Quarantined)

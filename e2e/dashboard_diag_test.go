@@ -132,6 +132,10 @@ type diagView struct {
 	Idle *struct {
 		Counters struct{ Evicted, Skipped, Reloaded float64 } `json:"counters"`
 	} `json:"idle"`
+	Partitions *struct {
+		Declared float64 `json:"declared"`
+		Max      float64 `json:"max"`
+	} `json:"partitions"`
 	Runtime struct {
 		Goroutines float64 `json:"goroutines"`
 	} `json:"runtime"`
@@ -264,6 +268,10 @@ func TestDashboardDiagnosticsQuarantineRepairAndFigures(t *testing.T) {
 			m["#dg-idle-skipped"] = jsNum(d.Idle.Counters.Skipped)
 			m["#dg-idle-reloaded"] = jsNum(d.Idle.Counters.Reloaded)
 		}
+		if d.Partitions != nil {
+			m["#dg-partitions"] = jsNum(d.Partitions.Declared)
+			m["#dg-partitions-hint"] = "of " + jsNum(d.Partitions.Max) + " allowed (limits.partitions_max)"
+		}
 		for _, l := range d.Loads.Recent {
 			row := fmt.Sprintf(`#dgl-table tr[data-key="%s"]`, loadKey(l.AtMs, l.Topic, l.Group, l.Partition))
 			m[row+" td:nth-child(4)"] = l.Outcome
@@ -275,7 +283,8 @@ func TestDashboardDiagnosticsQuarantineRepairAndFigures(t *testing.T) {
 	}
 	waitPageMatchesAPI(t, p, "the figures before the repair", pairs)
 	if d.Startup.DurationUs <= 0 || d.Startup.NodeLog.Records <= 0 || d.Storage.DataDir != dir || d.Storage.DataDirUsage.Method != "walk" ||
-		!d.Storage.DataDirUsage.Complete || d.Storage.DataDirUsage.Bytes <= 0 || d.GroupCommit.Rounds < 1 || d.Idle == nil {
+		!d.Storage.DataDirUsage.Complete || d.Storage.DataDirUsage.Bytes <= 0 || d.GroupCommit.Rounds < 1 || d.Idle == nil ||
+		d.Partitions == nil || d.Partitions.Declared < 3 || d.Partitions.Max < d.Partitions.Declared {
 		t.Fatalf("diagnostics %+v", d)
 	}
 	outcomes := map[string]string{}

@@ -96,12 +96,17 @@ type QueuesDebugRequest struct{}
 
 // QueuesDebug is that view: the cleanup settings in force, one row per
 // catalogue partition (at most idleDebugRowsMax; Truncated says more
-// exist) and the counters.
+// exist) and the counters. PartitionsDeclared is every queue's and
+// stream's partitions together, loaded or not, and PartitionsMax the
+// budget they count against (Config.PartitionsMax): a declare that would
+// pass it is refused, so an operator needs both to see how close it is.
 type QueuesDebug struct {
-	Cleanup   IdleCleanupConfig
-	Rows      []QueueDebugRow
-	Truncated bool
-	Counters  IdleCounters
+	Cleanup            IdleCleanupConfig
+	Rows               []QueueDebugRow
+	Truncated          bool
+	Counters           IdleCounters
+	PartitionsDeclared int
+	PartitionsMax      int
 }
 
 // QueueDebugRow is one partition. State: loaded, unloaded, loading or

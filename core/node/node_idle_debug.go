@@ -24,7 +24,11 @@ func (n *Node) onQueuesDebug(from Address) {
 	slices.SortFunc(keys, func(a, b queueKey) int {
 		return compareQueueIDs(core.QueueID{Topic: a.Topic, Group: a.Group}, core.QueueID{Topic: b.Topic, Group: b.Group})
 	})
-	out := &QueuesDebug{Cleanup: n.cfg.IdleCleanup, Counters: n.idle.counters}
+	out := &QueuesDebug{Cleanup: n.cfg.IdleCleanup, Counters: n.idle.counters,
+		PartitionsDeclared: n.state.partitionsTotal, PartitionsMax: n.cfg.PartitionsMax}
+	// Not asserted within the budget: a catalogue recovered under a larger
+	// budget keeps its partitions (overPartitionBudget checks new ones only).
+	assertHold(out.PartitionsDeclared >= 0, "the partition total never goes negative")
 	for _, k := range keys {
 		entry := n.state.queues[k]
 		for p := uint32(0); p < entry.partitions; p++ {

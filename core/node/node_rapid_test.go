@@ -54,14 +54,19 @@ type mQueue struct {
 // partitionRoom says whether count more partitions fit PartitionsMax next
 // to every queue's and stream's in the model.
 func (mc *nodeMachine) partitionRoom(count uint32) bool {
-	total := int(count)
+	return mc.partitionTotal()+int(count) <= mc.cfg.PartitionsMax
+}
+
+// partitionTotal is every model queue's and stream's partitions together.
+func (mc *nodeMachine) partitionTotal() int {
+	total := 0
 	for _, q := range mc.m.queues {
 		total += int(q.partitions)
 	}
 	for _, s := range mc.m.streams {
 		total += int(s.PartitionCount)
 	}
-	return total <= mc.cfg.PartitionsMax
+	return total
 }
 
 type mSkeleton struct {
@@ -286,6 +291,13 @@ func (mc *nodeMachine) checkEnvelope(t *rapid.T, env Envelope, starts map[Sessio
 			if msg.Inflight <= 0 {
 				t.Fatalf("in use with %d inflight", msg.Inflight)
 			}
+		}
+	case *QueuesDebug:
+		// The budget view counts what the model's catalogue holds, the
+		// recovered and the refused-nothing-past-it alike.
+		if want := mc.partitionTotal(); msg.PartitionsDeclared != want || msg.PartitionsMax != mc.cfg.PartitionsMax {
+			t.Fatalf("queues debug says %d of %d partitions declared, model %d of %d",
+				msg.PartitionsDeclared, msg.PartitionsMax, want, mc.cfg.PartitionsMax)
 		}
 	case *DeclareSettings:
 		if msg.Seq == 0 {
@@ -703,6 +715,10 @@ func TestNodeAgainstModel(t *testing.T) {
 				mc.nextRequest++
 				mc.deleteKeys[mc.nextRequest] = key
 				mc.step(t, &Deliver{NowMs: mc.nowMs, Envelope: Envelope{From: AdminAddr(mc.nextRequest), To: NodeAddr(), Msg: &DeleteQueue{Topic: key.Topic}}})
+			},
+			"queuesDebug": func(t *rapid.T) {
+				mc.nextRequest++
+				mc.step(t, &Deliver{NowMs: mc.nowMs, Envelope: Envelope{From: AdminAddr(mc.nextRequest), To: NodeAddr(), Msg: &QueuesDebugRequest{}}})
 			},
 			"inflightCount": func(t *rapid.T) {
 				if len(mc.queries) == 0 {

@@ -155,6 +155,11 @@ function showDiagnostics(d) {
     ['Reloaded', fmt.num(idle.counters.reloaded), 'dg-idle-reloaded'],
   ] : [['Idle eviction', 'the Node did not answer', 'dg-idle-enabled']]);
 
+  // The partition budget: a declare past it is refused, so show how close.
+  const parts = d.partitions;
+  setText('dg-partitions', parts ? fmt.num(parts.declared) : '–');
+  setText('dg-partitions-hint', parts ? 'of ' + fmt.num(parts.max) + ' allowed (limits.partitions_max)' : 'the Node did not answer');
+
   const rt = d.runtime || {};
   setText('dg-goroutines', fmt.num(rt.goroutines));
   setText('dg-heap', 'heap ' + fmt.bytes(rt.heap_bytes));
