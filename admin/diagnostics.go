@@ -57,7 +57,7 @@ type DiagnosticsView struct {
 	Idle        *IdleView       `json:"idle"` // null when the Node did not answer
 	// Partitions is the partition budget (null when the Node did not
 	// answer): the same answer as Idle's.
-	Partitions *PartitionsView `json:"partitions"`
+	Partitions  *PartitionsView `json:"partitions"`
 	Runtime     RuntimeView     `json:"runtime"`
 	Quarantined int             `json:"quarantined"`
 	// Problems says which part could not be read (the rest is answered).
