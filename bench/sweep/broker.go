@@ -83,43 +83,48 @@ type Broker struct {
 	waited chan struct{}
 }
 
-// freePort finds a port free on both TCP and UDP (QUIC shares the port).
-func freePort() (int, error) {
-	for range 20 {
+// freePorts finds n distinct ports, each free on both TCP and UDP (QUIC
+// shares the broker's port). Every pick stays held until all n are chosen:
+// a port released at once could be handed out again by the next pick, and
+// two listeners of one broker on one port fail its start.
+func freePorts(n int) ([]int, error) {
+	var held []io.Closer
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for attempt := 0; len(ports) < n; attempt++ {
+		if attempt >= 20*n {
+			return nil, errors.New("no free port on 127.0.0.1")
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
+		held = append(held, l)
 		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
 		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
-			continue // the UDP side is taken
+			continue // the UDP side is taken; the TCP one stays held, so it is not picked again
 		}
-		u.Close()
-		return port, nil
+		held = append(held, u)
+		ports = append(ports, port)
 	}
-	return 0, errors.New("no free port on 127.0.0.1")
+	return ports, nil
 }
 
 // StartBroker starts `bin serve` on dataDir with fresh ports. The admin
 // listener gets a port chosen here rather than 0, so the sweep knows where to
 // read the Go heap from.
 func StartBroker(bin, dataDir string) (*Broker, error) {
-	port, err := freePort()
+	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
 	}
-	adminPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	pprofPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	b := &Broker{Bin: bin, DataDir: dataDir, Addr: "127.0.0.1:" + strconv.Itoa(port),
-		AdminAddr: "127.0.0.1:" + strconv.Itoa(adminPort), PprofAddr: "127.0.0.1:" + strconv.Itoa(pprofPort)}
+	b := &Broker{Bin: bin, DataDir: dataDir, Addr: "127.0.0.1:" + strconv.Itoa(ports[0]),
+		AdminAddr: "127.0.0.1:" + strconv.Itoa(ports[1]), PprofAddr: "127.0.0.1:" + strconv.Itoa(ports[2])}
 	return b, b.start()
 }
 
