@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -49,7 +50,10 @@ func ParseValue(s string) (float64, error) {
 	return math.Round(v * mult), nil
 }
 
-// ParsePoints reads a comma list of x values ("1,10,100,1k").
+// ParsePoints reads a comma list of x values ("1,10,100,1k") and returns
+// them in increasing order: the table and the chart's lines follow x, so a
+// list given out of order would zigzag. A value given twice is refused (it
+// would be measured twice and drawn as a vertical step).
 func ParsePoints(s string) ([]float64, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, errors.New("empty -points")
@@ -61,6 +65,12 @@ func ParsePoints(s string) ([]float64, error) {
 			return nil, err
 		}
 		out = append(out, v)
+	}
+	slices.Sort(out)
+	for i := 1; i < len(out); i++ {
+		if out[i] == out[i-1] {
+			return nil, fmt.Errorf("-points: %s is given twice", FormatX(out[i]))
+		}
 	}
 	return out, nil
 }

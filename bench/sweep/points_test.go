@@ -15,11 +15,12 @@ func TestParsePoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []float64{1, 10, 1000, 2500, 10e6, 65536, 1 << 20, 0}
+	// In increasing order whatever the given order.
+	want := []float64{0, 1, 10, 1000, 2500, 65536, 1 << 20, 10e6}
 	if !slices.Equal(got, want) {
 		t.Errorf("ParsePoints = %v, want %v", got, want)
 	}
-	for _, bad := range []string{"", "1,,2", "x", "-1", "1kk", "NaN", "Inf", "1,2,k"} {
+	for _, bad := range []string{"", "1,,2", "x", "-1", "1kk", "NaN", "Inf", "1,2,k", "1k,10,1000"} {
 		if _, err := ParsePoints(bad); err == nil {
 			t.Errorf("ParsePoints(%q) accepted", bad)
 		}
