@@ -129,10 +129,28 @@ func StartBroker(bin, dataDir string) (*Broker, error) {
 }
 
 // Restart stops the broker and starts it again on the same data dir and
-// ports.
-func (b *Broker) Restart() error {
-	b.Stop()
+// ports. kill stops it with SIGKILL: none of its shutdown code runs, so the
+// next start recovers as after a crash (the page cache keeps what was
+// written, so this is not a power loss).
+func (b *Broker) Restart(kill bool) error {
+	if kill {
+		b.kill()
+	} else {
+		b.Stop()
+	}
 	return b.start()
+}
+
+// kill ends the broker with SIGKILL and waits for it.
+func (b *Broker) kill() {
+	if b.cmd == nil || b.cmd.Process == nil {
+		return
+	}
+	defer func() { b.cmd = nil }()
+	if !b.exited() {
+		_ = b.cmd.Process.Kill()
+	}
+	<-b.waited
 }
 
 func (b *Broker) start() error {

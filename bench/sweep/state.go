@@ -69,7 +69,8 @@ func runBacklog(line *bench.Line, broker *Broker, target *bench.Fibril, w bench.
 	// runtime has freed but not yet returned, so the two bound the cost.
 	line.Set("heap_bytes_per_msg", RSSBytesPerMsg(heapMB, heapIdleMB, int64(w.Msgs)))
 
-	if err := broker.Restart(); err != nil {
+	line.Set("restart", map[bool]string{true: "sigkill", false: "sigterm"}[o.RestartKill])
+	if err := broker.Restart(o.RestartKill); err != nil {
 		failLine(line, fmt.Errorf("restarting the broker: %w", err))
 		return
 	}

@@ -49,7 +49,11 @@ type Options struct {
 	// IdleSettle and IdleSample are the idle kind's wait before sampling and
 	// its sampling window.
 	IdleSettle, IdleSample time.Duration
-	Stdout, Stderr         io.Writer
+	// RestartKill: the backlog kind's restart is a SIGKILL (no shutdown
+	// code, no clean-close mark, so recovery takes the crash path) rather
+	// than a SIGTERM and a clean stop.
+	RestartKill    bool
+	Stdout, Stderr io.Writer
 }
 
 // Defaults of the per-kind knobs.

@@ -2,12 +2,16 @@ package sweep
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,11 +27,7 @@ func TestTinySweepEndToEnd(t *testing.T) {
 		t.Skip("builds and starts fibril serve twice")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "fibril")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/fibril")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building fibril: %v\n%s", err, out)
-	}
+	bin := buildFibril(t)
 	outDir := filepath.Join(dir, "out")
 	var stdout, stderr bytes.Buffer
 	started := time.Now()
@@ -103,4 +103,105 @@ func TestTinySweepEndToEnd(t *testing.T) {
 	if counts["svg"] != 1 || counts["polyline"] != 4 || counts["circle"] != 10 {
 		t.Errorf("SVG elements %v: want 1 svg, 4 polylines, 10 circles", counts)
 	}
+}
+
+var (
+	builtOnce sync.Once
+	builtBin  string
+	builtErr  error
+)
+
+// TestMain removes the binary buildFibril made.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
+}
+
+// buildFibril builds cmd/fibril once for every test of the package.
+func buildFibril(t *testing.T) string {
+	t.Helper()
+	builtOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fibril-sweep-test")
+		if err != nil {
+			builtErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "fibril")
+		if out, err := exec.Command("go", "build", "-o", builtBin, "../../cmd/fibril").CombinedOutput(); err != nil {
+			builtErr = fmt.Errorf("building fibril: %v\n%s", err, out)
+		}
+	})
+	if builtErr != nil {
+		t.Fatal(builtErr)
+	}
+	return builtBin
+}
+
+// The backlog's restart stops the broker the way it was asked: SIGTERM
+// lets it exit cleanly, SIGKILL ends it with no shutdown code run.
+func TestBrokerRestartStopsAsAsked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts fibril serve")
+	}
+	bin := buildFibril(t)
+	b, err := StartBroker(bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, kill := range []bool{false, true} {
+		if err := b.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		old := b.cmd
+		if err := b.Restart(kill); err != nil {
+			t.Fatal(err)
+		}
+		status := old.ProcessState.Sys().(syscall.WaitStatus)
+		if kill && (!status.Signaled() || status.Signal() != syscall.SIGKILL) {
+			t.Fatalf("Restart(kill) ended the broker with %v, want SIGKILL", old.ProcessState)
+		}
+		if !kill && (status.Signaled() || status.ExitStatus() != 0) {
+			t.Fatalf("Restart(clean) ended the broker with %v, want a clean exit", old.ProcessState)
+		}
+	}
+	if err := b.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A backlog point with the SIGKILL restart recovers, delivers and says how
+// it was restarted.
+func TestBacklogSweepAfterSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts fibril serve")
+	}
+	bin := buildFibril(t)
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	allOK, err := Run(Options{Kind: KindBacklog, Bin: bin, Transport: client.TransportTCP, Points: []float64{2000},
+		Base: Base{Msgs: 2000, SizeBytes: 1024}, Timeout: 60 * time.Second, RestartKill: true,
+		OutDir: filepath.Join(dir, "out"), WorkDir: filepath.Join(dir, "work"), Stdout: &stdout, Stderr: &stderr})
+	if err != nil || !allOK {
+		t.Fatalf("Run: %v, all ok %v\n%s\nstderr:\n%s", err, allOK, stdout.String(), stderr.String())
+	}
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		if !strings.HasPrefix(l, "sweep=") {
+			continue
+		}
+		fields, err := bench.ParseLine(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fields["restart"] != "sigkill" || fields["status"] != bench.StatusOK || fields["recovery_s"] == "" || fields["first_delivery_ms"] == "" {
+			t.Fatalf("line %v: want restart=sigkill, status ok, recovery_s and first_delivery_ms", fields)
+		}
+		return
+	}
+	t.Fatalf("no result line:\n%s", stdout.String())
 }

@@ -72,6 +72,7 @@ func benchSweep(args []string, stdout, stderr io.Writer) int {
 	idleSettle := fs.Duration("idle-settle", benchsweep.DefaultIdleSettle, "idle: wait this long before sampling")
 	idleSample := fs.Duration("idle-sample", benchsweep.DefaultIdleSample, "idle: sample the broker's CPU over this long")
 	bin := fs.String("bin", "", "the fibril executable to start as the broker (default: this one)")
+	restart := fs.String("restart", "sigterm", "backlog: how the broker is stopped before the recovery is timed, sigterm (a clean stop) or sigkill (a crash: no shutdown code runs)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -93,9 +94,17 @@ func benchSweep(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fibril bench sweep: unknown -scenario %q\n", *scenario)
 		return 2
 	}
+	if *restart != "sigterm" && *restart != "sigkill" {
+		fmt.Fprintf(stderr, "fibril bench sweep: -restart %q: want sigterm or sigkill\n", *restart)
+		return 2
+	}
+	if *restart != "sigterm" && kind.Name != benchsweep.KindBacklog {
+		fmt.Fprintln(stderr, "fibril bench sweep: -restart applies to backlog only")
+		return 2
+	}
 	o := benchsweep.Options{Kind: kind.Name, Bin: *bin, Transport: *transport, Timeout: *timeout, OutDir: *out,
 		Base:       benchsweep.Base{Msgs: *msgs, SizeBytes: *size, Scenario: *scenario},
-		IdleSettle: *idleSettle, IdleSample: *idleSample, Stdout: stdout, Stderr: stderr}
+		IdleSettle: *idleSettle, IdleSample: *idleSample, RestartKill: *restart == "sigkill", Stdout: stdout, Stderr: stderr}
 	if *points != "" {
 		parsed, err := benchsweep.ParsePoints(*points)
 		if err != nil {
