@@ -212,6 +212,19 @@ func RSSBytesPerMsg(rssMB, rssIdleMB float64, msgs int64) float64 {
 	return (rssMB - rssIdleMB) * (1 << 20) / float64(msgs)
 }
 
+// MarginalBytesPerMsg is what each message added between two backlog
+// points: (MiB at this point - MiB at the previous) / (messages here -
+// messages there). Unlike RSSBytesPerMsg it charges nothing fixed to the
+// messages (the buffers any traffic leaves behind, the GC's headroom over a
+// small heap), so it is the slope the curve tends to. NaN when either
+// figure is missing or the counts do not grow.
+func MarginalBytesPerMsg(prevMB, curMB float64, prevMsgs, curMsgs int64) float64 {
+	if curMsgs <= prevMsgs || prevMsgs < 0 || math.IsNaN(prevMB) || math.IsNaN(curMB) || prevMB < 0 || curMB < 0 {
+		return math.NaN()
+	}
+	return (curMB - prevMB) * (1 << 20) / float64(curMsgs-prevMsgs)
+}
+
 // recordOverheadBytes is an estimate of what a stored message costs on disk
 // beyond its body: the record header, id, timestamps and the WAL's framing
 // and CRC. Generous on purpose: the check must refuse too much, not too

@@ -224,3 +224,35 @@ func TestBuildChartSkipsFailedPoints(t *testing.T) {
 		t.Errorf("note %q does not name the failed point", c.Note)
 	}
 }
+
+func TestMarginalBytesPerMsg(t *testing.T) {
+	// 10 MiB more for 100k more messages: 104.9 bytes each, whatever the
+	// first point's fixed costs.
+	if got := MarginalBytesPerMsg(40, 50, 100_000, 200_000); math.Abs(got-104.8576) > 1e-9 {
+		t.Errorf("MarginalBytesPerMsg = %v, want 104.8576", got)
+	}
+	for _, c := range [][4]float64{{40, 50, 100, 100}, {40, 50, 200, 100}, {math.NaN(), 50, 1, 2}, {40, -1, 1, 2}} {
+		if got := MarginalBytesPerMsg(c[0], c[1], int64(c[2]), int64(c[3])); !math.IsNaN(got) {
+			t.Errorf("MarginalBytesPerMsg%v = %v, want NaN", c, got)
+		}
+	}
+}
+
+func TestAddMarginalsSkipsFailedPoints(t *testing.T) {
+	lines := []map[string]string{
+		{"x": "1000", "status": "ok", "rss_mb": "40", "heap_mb": "10"},
+		{"x": "11000", "status": "ok", "rss_mb": "50", "heap_mb": "15"},
+		{"x": "111000", "status": "error"},
+		{"x": "1111000", "status": "ok", "rss_mb": "400", "heap_mb": "200"},
+	}
+	addMarginals(lines)
+	if _, ok := lines[0]["rss_marginal_bytes_per_msg"]; ok {
+		t.Error("the first point has no previous one")
+	}
+	if lines[1]["rss_marginal_bytes_per_msg"] != "1048.6" || lines[1]["heap_marginal_bytes_per_msg"] != "524.3" {
+		t.Errorf("second point %v", lines[1])
+	}
+	if _, ok := lines[3]["rss_marginal_bytes_per_msg"]; ok {
+		t.Error("a point after a failed one has no marginal figure")
+	}
+}

@@ -136,6 +136,9 @@ func Run(o Options) (allOK bool, err error) {
 		}
 		lines = append(lines, fields)
 	}
+	if kind.Name == KindBacklog {
+		addMarginals(lines)
+	}
 	table := BuildTable(kind, lines)
 	fmt.Fprintln(o.Stdout)
 	table.WriteMarkdown(o.Stdout)
@@ -147,6 +150,26 @@ func Run(o Options) (allOK bool, err error) {
 		return false, err
 	}
 	return allOK, nil
+}
+
+// addMarginals adds to each backlog point after the first what each message
+// cost between it and the point before (points run in increasing order).
+// Only the table, TSV and chart get them: the point's own line was printed
+// before the next point ran.
+func addMarginals(lines []map[string]string) {
+	for i := 1; i < len(lines); i++ {
+		prev, cur := lines[i-1], lines[i]
+		if prev["status"] != bench.StatusOK || cur["status"] != bench.StatusOK {
+			continue
+		}
+		prevMsgs, curMsgs := int64(number(prev, "x")), int64(number(cur, "x"))
+		for _, k := range [][2]string{{"rss_mb", "rss_marginal_bytes_per_msg"}, {"heap_mb", "heap_marginal_bytes_per_msg"}} {
+			v := MarginalBytesPerMsg(number(prev, k[0]), number(cur, k[0]), prevMsgs, curMsgs)
+			if !math.IsNaN(v) {
+				cur[k[1]] = strconv.FormatFloat(v, 'f', 1, 64)
+			}
+		}
+	}
 }
 
 func slicesMax(values []float64) float64 {
