@@ -10,7 +10,9 @@ package sweep
 //   - A point's workload always passes bench.Workload.Validate for the sizes
 //     the kinds allow (producers <= msgs, windows and prefetch >= 1).
 //   - Total in-flight stays bounded as connections grow: the windows (and
-//     prefetch) of a connections point add up to about inflightTotal.
+//     prefetch) of a connections point add up to about inflightTotal; so do
+//     the prefetches of an end-to-end partitions point (Fibril's prefetch
+//     is per partition, so each consumer gets Prefetch / partitions).
 
 import (
 	"errors"
@@ -150,6 +152,10 @@ func PointWorkload(kind string, x float64, base Base) (bench.Workload, Shape, er
 			return w, shape, errors.New("partitions must be >= 1")
 		}
 		shape.Partitions = n
+		// A consumer subscribes to every partition, each with its own
+		// prefetch: undivided, 256 partitions would hold 256 times the
+		// deliveries in flight of one, and the curve would measure that.
+		w.Prefetch = max(w.Prefetch/n, 1)
 	case KindQueues:
 		if n < 1 {
 			return w, shape, errors.New("queues must be >= 1")

@@ -93,8 +93,12 @@ func TestSizeScalesMessages(t *testing.T) {
 
 func TestShapesAndScenarios(t *testing.T) {
 	base := Base{Msgs: 1000, SizeBytes: 1024}
-	if _, s, _ := PointWorkload(KindPartitions, 64, base); s.Partitions != 64 {
-		t.Errorf("partitions shape %+v", s)
+	e2e := Base{Msgs: 1000, SizeBytes: 1024, Scenario: bench.ScenarioEndToEnd}
+	if w, s, _ := PointWorkload(KindPartitions, 64, e2e); s.Partitions != 64 || w.Prefetch != 1024/64 {
+		t.Errorf("partitions shape %+v, prefetch per partition %d (want 16: the total stays 1,024 per consumer)", s, w.Prefetch)
+	}
+	if w, _, _ := PointWorkload(KindPartitions, 4096, e2e); w.Prefetch != 1 {
+		t.Errorf("prefetch per partition %d at 4,096 partitions, want at least 1", w.Prefetch)
 	}
 	if _, s, _ := PointWorkload(KindQueues, 10000, base); s.Queues != 10000 {
 		t.Errorf("queues shape %+v", s)
