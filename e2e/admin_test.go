@@ -112,8 +112,8 @@ func TestAdminMetricsMoveWithTraffic(t *testing.T) {
 	if status, body := adminGet(t, base, "/healthz"); status != http.StatusOK || body != "ok\n" {
 		t.Fatalf("/healthz = %d %q", status, body)
 	}
-	// The wire port is up before the QUIC listener and the attach: ready
-	// follows within moments.
+	// The broker said "fibril is serving" (startServer waits for it), but
+	// /readyz is the probe's own view: give it a moment rather than assume.
 	eventually(t, 5000, 20, func() bool { status, _ := adminGet(t, base, "/readyz"); return status == http.StatusOK })
 	status, body := adminGet(t, base, "/nope")
 	var e struct{ Code, Message string }

@@ -148,12 +148,13 @@ seed_users = [{name = "alice", password = "file-secret-pw"}]
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	s := &server{t: t, port: flagPort, log: log}
+	// Started to the end, as server.start counts it.
 	eventually(t, 10_000, 20, func() bool {
 		c, err := net.DialTimeout("tcp", s.addr(), 100*time.Millisecond)
 		if err == nil {
 			c.Close()
 		}
-		return err == nil
+		return err == nil && log.contains("fibril is serving")
 	})
 	for _, port := range []int{filePort, envPort} {
 		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond); err == nil {

@@ -1064,8 +1064,8 @@ inflight_ttl_ms = 4000
 	mustContain(t, "--print-config", string(out), "admin.auth.username", "broker.listener.advertise")
 
 	cmd := exec.Command(fibrilBin, "serve", "--config", file)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	log := &procLog{}
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -111,16 +111,22 @@ func (s *server) start() {
 		s.t.Fatal(err)
 	}
 	// Ready means started to the end: the TCP port accepts before the
-	// broker has logged "fibril is serving" (a forced GC and the admin
-	// listener come between), and tests read that log.
-	eventually(s.t, 10_000, 20, func() bool {
-		c, err := net.DialTimeout("tcp", s.addr(), 100*time.Millisecond)
-		if err != nil {
-			return false
+	// broker has logged "fibril is serving" (the QUIC listener, the admin
+	// surface's attach and a forced GC come between), and tests read that
+	// log.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := net.DialTimeout("tcp", s.addr(), 100*time.Millisecond); err == nil {
+			c.Close()
+			if s.log.contains("fibril is serving") {
+				return
+			}
 		}
-		c.Close()
-		return s.log.contains("fibril is serving")
-	})
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the broker on %s did not say \"fibril is serving\" within 10 s; its log:\n%s", s.addr(), s.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // procLog is a child process's stdout and stderr. exec copies into it from

@@ -68,10 +68,18 @@ func ParsePoints(s string) ([]float64, error) {
 		}
 		out = append(out, v)
 	}
+	return SortPoints(out)
+}
+
+// SortPoints returns points in increasing order (a copy), or an error when
+// one is given twice: every caller of Run gets the order the table, the
+// chart and the marginal figures assume.
+func SortPoints(points []float64) ([]float64, error) {
+	out := slices.Clone(points)
 	slices.Sort(out)
 	for i := 1; i < len(out); i++ {
 		if out[i] == out[i-1] {
-			return nil, fmt.Errorf("-points: %s is given twice", FormatX(out[i]))
+			return nil, fmt.Errorf("%s is given twice", FormatX(out[i]))
 		}
 	}
 	return out, nil

@@ -87,6 +87,11 @@ func Run(o Options) (allOK bool, err error) {
 	if o.IdleSettle < 0 || o.IdleSample <= 0 {
 		o.IdleSettle, o.IdleSample = DefaultIdleSettle, DefaultIdleSample
 	}
+	sorted, err := SortPoints(o.Points)
+	if err != nil {
+		return false, fmt.Errorf("points: %w", err)
+	}
+	o.Points = sorted
 	for _, x := range o.Points {
 		// Check every point's workload before the first broker starts.
 		if _, _, err := PointWorkload(kind.Name, x, o.Base); err != nil {

@@ -111,7 +111,7 @@ var Kinds = []Kind{
 			{"publish msgs/s", "msgs_per_s"}, {"idle RSS MiB", "rss_idle_mb"}, {"RSS MiB", "rss_mb"}, {"heap MiB", "heap_mb"},
 			{"RSS bytes/msg", "rss_bytes_per_msg"}, {"heap bytes/msg", "heap_bytes_per_msg"},
 			{"marginal RSS bytes/msg", "rss_marginal_bytes_per_msg"}, {"marginal heap bytes/msg", "heap_marginal_bytes_per_msg"},
-			{"recovery s", "recovery_s"},
+			{"restart", "restart"}, {"recovery s", "recovery_s"},
 			{"first delivery ms", "first_delivery_ms"}, {"RSS after recovery MiB", "rss_recovered_mb"},
 		},
 		Panels: []PanelSpec{
