@@ -238,13 +238,18 @@ func (mc *nodeMachine) checkEnvelope(t *rapid.T, env Envelope, starts map[Sessio
 		mc.identities = append(mc.identities, wire.ResumeIdentity{OwnerID: mc.owner, ClientID: s.ClientID, ResumeToken: s.Token})
 	case *Declared:
 		if msg.Err == nil {
-			key := queueKey{Topic: declareTopics[msg.Token%uint64(len(declareTopics))]}
-			// A declare recorded before an operator's delete of its queue is
-			// answered once durable, after the removal record was appended
-			// (the model forgot the queue then): it did happen.
-			deletedSince := mc.m.queueDurableAt[key] == 0 && mc.m.removedAt[key] != 0
+			key := queueKey{Topic: declareTopics[msg.Token%streamDeclareToken]}
+			// A queue declare recorded before an operator's delete of its
+			// queue is answered once durable, after the removal record was
+			// appended (the model forgot the queue then; the topic may even
+			// be a stream by now, which queueDurableAt then describes): it
+			// did happen. A stream's declare is checked against the
+			// stream's own record.
+			_, streamNow := mc.m.streams[key.Topic]
+			deletedSince := msg.Token < streamDeclareToken && mc.m.removedAt[key] != 0 &&
+				(mc.m.queueDurableAt[key] == 0 || streamNow)
 			if at := mc.m.queueDurableAt[key]; !deletedSince && (at == 0 || at > mc.durable) {
-				t.Fatalf("declared %v before its record is durable", key)
+				t.Fatalf("declared %v (token %d) before its record is durable (at %d, durable %d)", key, msg.Token, at, mc.durable)
 			}
 		}
 	case *Opened:
@@ -397,6 +402,19 @@ func sameDurable(s durableState, want mDurable) error {
 }
 
 var declareTopics = []string{"a", "b", "c", "d"}
+
+// streamDeclareToken offsets a stream declare's token from a queue
+// declare's (the topic's index in declareTopics): a queue and a stream may
+// share a topic one after the other, and their answers are checked against
+// different records. A multiple of len(declareTopics), so token modulo it
+// still names the topic.
+const streamDeclareToken uint64 = 400
+
+func init() {
+	if streamDeclareToken%uint64(len(declareTopics)) != 0 {
+		panic("streamDeclareToken must be a multiple of len(declareTopics)")
+	}
+}
 
 // modelOpen: an Open of an unknown queue creates it (one partition) when
 // there is room.
@@ -640,7 +658,7 @@ func TestNodeAgainstModel(t *testing.T) {
 				settings := core.StreamSettings{Tier: uint8(rapid.IntRange(1, 2).Draw(t, "tier")),
 					MaxRecords: uint64(rapid.IntRange(0, 1).Draw(t, "maxRecords")), PartitionCount: uint32(rapid.IntRange(1, 4).Draw(t, "count"))}
 				mc.modelDeclareStream(topic, settings)
-				d := &DeclareStream{Token: uint64(i), Topic: topic, Settings: settings}
+				d := &DeclareStream{Token: streamDeclareToken + uint64(i), Topic: topic, Settings: settings}
 				mc.step(t, &Deliver{NowMs: mc.nowMs, Envelope: Envelope{From: SessionAddr(999), To: NodeAddr(), Msg: d}})
 			},
 			"openStream": func(t *rapid.T) {
