@@ -166,6 +166,7 @@ func distinctCounters() broker.Counters {
 		Quarantined: 125, Quarantines: 126,
 		BytesIn: 121, BytesOut: 122, SubscriptionsOpen: 123, Reconciles: 124,
 		IdleEvictions: 127, IdleReloads: 128, // queues_debug.go
+		PartitionsDeclared: 130, PartitionsMax: 131,
 	}
 }
 
@@ -227,6 +228,9 @@ func TestMetricsReadTheCounters(t *testing.T) {
 		// Idle queue eviction (queues_debug.go).
 		"fibril_queue_idle_evictions_total": {dto.MetricType_COUNTER, 127},
 		"fibril_queue_reloads_total":        {dto.MetricType_COUNTER, 128},
+		// The partition budget (Ready.Partitions).
+		"fibril_partitions_declared": {dto.MetricType_GAUGE, 130},
+		"fibril_partitions_max":      {dto.MetricType_GAUGE, 131},
 	}
 	for name, w := range want {
 		f := families[name]

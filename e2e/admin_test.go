@@ -127,6 +127,10 @@ func TestAdminMetricsMoveWithTraffic(t *testing.T) {
 			t.Fatalf("a fresh broker reports %s = %v", name, m0[name])
 		}
 	}
+	// The budget is derived from this process's open-files limit: never 0.
+	if m0["fibril_partitions_max"] < 1 {
+		t.Fatalf("fibril_partitions_max = %v", m0["fibril_partitions_max"])
+	}
 
 	// One TCP client: 5 publishes; 5 deliveries, one retried and delivered
 	// again; 5 acks.
@@ -168,6 +172,9 @@ func TestAdminMetricsMoveWithTraffic(t *testing.T) {
 		"fibril_tcp_resume_new_total":              1,
 		"fibril_tcp_resume_accepted_total":         0,
 		"fibril_tcp_reconnect_grace_entered_total": 0,
+		// The first publish created the one-partition queue.
+		"fibril_partitions_declared": 1,
+		"fibril_partitions_max":      0,
 	})
 	// Each confirmed publish and each ack is durable, through at least one
 	// fsynced round; rounds batch, so only a lower bound holds.

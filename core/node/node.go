@@ -88,6 +88,9 @@ type Node struct {
 	qops queueOpsState
 	// quar is the quarantine set (node_quarantine.go).
 	quar quarantineState
+	// partitionsReported: the declared total last put in a Ready
+	// (Ready.Partitions), -1 before the first step.
+	partitionsReported int
 
 	// idle is idle queue eviction's bookkeeping (node_idle.go).
 	idle idleState
@@ -235,6 +238,7 @@ func NewNode(cfg Config, snapshot []byte, recovered []Record, entropy [32]byte) 
 		// Every id at or below the ceiling may have been handed out by an
 		// earlier process: this one starts above it.
 		lastSessionID: SessionID(state.sessionIDCeiling), sessionIDsDurable: SessionID(state.sessionIDCeiling),
+		partitionsReported: -1, // the first step reports the recovered total
 	}
 	if snapshot != nil {
 		n.snapshotBase = n.snapshotIndexOf(snapshot)
@@ -402,8 +406,21 @@ func (n *Node) Step(in Input) *Ready {
 	n.expireHandshakes()
 	n.expireSkeletons()
 	n.maybeSnapshot()
+	n.reportPartitions()
 	n.rd.WakeMs = n.nextWakeMs()
 	return &n.rd
+}
+
+// reportPartitions puts the partition figures in this step's Ready when the
+// declared total moved since the last report: a declare, a stream, an
+// operator's delete, or the first step after recovery.
+func (n *Node) reportPartitions() {
+	if n.state.partitionsTotal == n.partitionsReported {
+		return
+	}
+	assertHold(n.state.partitionsTotal >= 0, "the partition total never goes negative")
+	n.partitionsReported = n.state.partitionsTotal
+	n.rd.Partitions = &PartitionFigures{Declared: n.state.partitionsTotal, Max: n.cfg.PartitionsMax}
 }
 
 // resetReady empties the Ready for the next step, keeping its backing

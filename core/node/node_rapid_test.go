@@ -117,6 +117,9 @@ type nodeMachine struct {
 	removes     []RemoveRequest
 	nextRequest uint64
 	deleteKeys  map[uint64]queueKey // request -> queue, until answered
+	// gauge is the partition figures a driver would show: the last
+	// Ready.Partitions of this process (nil before its first step).
+	gauge *PartitionFigures
 }
 
 type mConn struct {
@@ -199,6 +202,13 @@ func (mc *nodeMachine) step(t *rapid.T, in Input) {
 		t.Fatalf("after %T: %v", in, err)
 	}
 	mc.compareLive(t)
+	if rd.Partitions != nil {
+		figures := *rd.Partitions
+		mc.gauge = &figures
+	}
+	if mc.gauge == nil || mc.gauge.Declared != mc.partitionTotal() || mc.gauge.Max != mc.cfg.PartitionsMax {
+		t.Fatalf("after %T the reported partition figures are %+v, the model's total %d of %d", in, mc.gauge, mc.partitionTotal(), mc.cfg.PartitionsMax)
+	}
 	last := mc.n.state.lastIndex
 	if len(mc.bounds) == 0 || mc.bounds[len(mc.bounds)-1] != last {
 		mc.bounds = append(mc.bounds, last)
@@ -515,6 +525,7 @@ func (mc *nodeMachine) crash(t *rapid.T) {
 		t.Fatal("the owner id changed across a restart")
 	}
 	mc.n = n
+	mc.gauge = nil // a new process: its first step reports
 	mc.m.queues, mc.m.streams, mc.m.skeletons = maps.Clone(back.queues), maps.Clone(back.streams), maps.Clone(back.skeletons)
 	mc.m.tombstones = maps.Clone(back.tombstones)
 	for k := range mc.m.queues {

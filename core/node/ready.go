@@ -65,7 +65,18 @@ type Ready struct {
 	Counted SessionCounted
 	// Quarantine (Node): the quarantine set, when this step changed it.
 	Quarantine *QuarantineReport
+	// Partitions (Node): the partition budget's figures, when this step
+	// changed the declared total (and at the first step), for the
+	// fibril_partitions_* gauges. Observation only.
+	Partitions *PartitionFigures
 	WakeMs     int64
+}
+
+// PartitionFigures is every queue's and stream's partitions together,
+// loaded or not, against Config.PartitionsMax (node_catalog.go
+// overPartitionBudget).
+type PartitionFigures struct {
+	Declared, Max int
 }
 
 // SessionCounted is what one Session step did that only the machine knows:

@@ -317,6 +317,11 @@ func (b *Broker) applyActorReady(a *actor, rd *node.Ready, w *worklist) {
 		// step's answers go out: a repair's caller then reads the new set.
 		b.metrics.quarantine.Store(rd.Quarantine)
 	}
+	if p := rd.Partitions; p != nil {
+		assertTrue(a.sess == nil, "only the Node reports the partition figures")
+		b.metrics.partitionsDeclared.Store(int64(p.Declared))
+		b.metrics.partitionsMax.Store(int64(p.Max))
+	}
 	for _, env := range rd.Out {
 		assertTrue(env.From == a.addr, "a machine sends only as itself")
 		if env.To.Kind == node.AddrPartition {

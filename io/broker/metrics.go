@@ -51,6 +51,9 @@ type metrics struct {
 	// quarantine is the Node's last quarantine report (Ready.Quarantine;
 	// nil: nothing parked since start).
 	quarantine atomic.Pointer[node.QuarantineReport]
+	// partitionsDeclared and partitionsMax are the Node's last partition
+	// figures (Ready.Partitions).
+	partitionsDeclared, partitionsMax atomic.Int64
 	// Admin surface (admin_surface.go, admin_metrics.go).
 	surfaceMetrics
 }
@@ -122,6 +125,10 @@ type Counters struct {
 	IdleEvictions, IdleReloads uint64
 	// Gauges.
 	ConnectionsOpen, ResidentPayloadBytes, Quarantined int64
+	// PartitionsDeclared is every queue's and stream's partitions, loaded
+	// or not; PartitionsMax the budget a new one is checked against
+	// (limits.partitions_max).
+	PartitionsDeclared, PartitionsMax int64
 	// BytesIn and BytesOut count wire bytes read from and written to client
 	// sockets (admin_metrics.go).
 	BytesIn, BytesOut uint64
@@ -146,6 +153,7 @@ func (b *Broker) Counters() Counters {
 		BytesIn: m.bytesIn.Load(), BytesOut: m.bytesOut.Load(),
 		SubscriptionsOpen: m.subscriptionsOpen.Load(), Reconciles: m.reconciles.Load(),
 		IdleEvictions: b.idle.evictions.Load(), IdleReloads: b.idle.reloads.Load(),
+		PartitionsDeclared: m.partitionsDeclared.Load(), PartitionsMax: m.partitionsMax.Load(),
 	}
 	if q := m.quarantine.Load(); q != nil {
 		c.Quarantines, c.Quarantined = q.QuarantinesTotal, int64(len(q.Entries))
