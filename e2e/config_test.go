@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/fibril-go/fibril/client"
+	"github.com/fibril-go/fibril/internal/syncbuf"
 )
 
 // runServeOnce runs `fibril serve args...` with env added, to its exit
@@ -139,7 +140,7 @@ seed_users = [{name = "alice", password = "file-secret-pw"}]
 	}
 
 	// The broker itself, from the same file, variables and flags.
-	log := &procLog{}
+	log := &syncbuf.Buffer{}
 	cmd := exec.Command(fibrilBin, append([]string{"serve"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = log, log
@@ -154,7 +155,7 @@ seed_users = [{name = "alice", password = "file-secret-pw"}]
 		if err == nil {
 			c.Close()
 		}
-		return err == nil && log.contains("fibril is serving")
+		return err == nil && log.Contains("fibril is serving")
 	})
 	for _, port := range []int{filePort, envPort} {
 		if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond); err == nil {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/fibril-go/fibril/client"
+	"github.com/fibril-go/fibril/internal/syncbuf"
 )
 
 var (
@@ -1064,7 +1065,7 @@ inflight_ttl_ms = 4000
 	mustContain(t, "--print-config", string(out), "admin.auth.username", "broker.listener.advertise")
 
 	cmd := exec.Command(fibrilBin, "serve", "--config", file)
-	log := &procLog{}
+	log := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/fibril-go/fibril/client"
 	"github.com/fibril-go/fibril/core"
 	"github.com/fibril-go/fibril/e2e/lazyfs"
+	"github.com/fibril-go/fibril/internal/syncbuf"
 	"github.com/fibril-go/fibril/transport/wire"
 )
 
@@ -220,7 +221,7 @@ type brokerProc struct {
 	port    int
 	args    []string
 	cmd     *exec.Cmd
-	log     *procLog
+	log     *syncbuf.Buffer
 	logs    []string // logs of processes that ended
 
 	snapshotEntriesMin string
@@ -235,7 +236,7 @@ func (b *brokerProc) start(extra ...string) error {
 		"--resident-payload-mb", "0", "--snapshot-entries-min", b.snapshotEntriesMin}, extra...)
 	b.cmd = exec.Command(b.bin, args...)
 	b.cmd.Env = append(os.Environ(), b.env...)
-	b.log = &procLog{}
+	b.log = &syncbuf.Buffer{}
 	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
 	if err := b.cmd.Start(); err != nil {
 		b.t.Fatal(err)

@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,13 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fibril-go/fibril/client"
+	"github.com/fibril-go/fibril/internal/syncbuf"
 )
 
 var fibrilBin string
@@ -56,7 +54,7 @@ type server struct {
 	port    int
 	args    []string
 	cmd     *exec.Cmd
-	log     *procLog
+	log     *syncbuf.Buffer
 	// bin and env, when set, run another build (a mutant's) with more
 	// environment.
 	bin string
@@ -105,7 +103,7 @@ func (s *server) start() {
 	if len(s.env) > 0 {
 		s.cmd.Env = append(os.Environ(), s.env...)
 	}
-	s.log = &procLog{}
+	s.log = &syncbuf.Buffer{}
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
@@ -118,7 +116,7 @@ func (s *server) start() {
 	for {
 		if c, err := net.DialTimeout("tcp", s.addr(), 100*time.Millisecond); err == nil {
 			c.Close()
-			if s.log.contains("fibril is serving") {
+			if s.log.Contains("fibril is serving") {
 				return
 			}
 		}
@@ -128,27 +126,6 @@ func (s *server) start() {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
-// procLog is a child process's stdout and stderr. exec copies into it from
-// its own goroutine while a test reads it, so it is guarded.
-type procLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *procLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *procLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *procLog) contains(s string) bool { return strings.Contains(l.String(), s) }
 
 // kill sends SIGKILL: no shutdown code runs, only what reached the disk stays.
 func (s *server) kill() {

@@ -6,7 +6,6 @@ package transport_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -15,10 +14,10 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/fibril-go/fibril/internal/syncbuf"
 	"github.com/fibril-go/fibril/transport"
 	"github.com/fibril-go/fibril/transport/certs"
 	"github.com/fibril-go/fibril/transport/wire"
@@ -53,26 +52,8 @@ func caFileTrust(t *testing.T, m *certs.Material) *tls.Config {
 	return conf
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func quietConfig() (transport.ListenConfig, *syncBuffer) {
-	logs := &syncBuffer{}
+func quietConfig() (transport.ListenConfig, *syncbuf.Buffer) {
+	logs := &syncbuf.Buffer{}
 	return transport.ListenConfig{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, logs
 }
 

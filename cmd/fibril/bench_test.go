@@ -10,35 +10,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fibril-go/fibril/bench"
 	"github.com/fibril-go/fibril/client"
+	"github.com/fibril-go/fibril/internal/syncbuf"
 )
 
 // The benchmark at a tiny size against a real `fibril serve`, over both
 // transports: it proves the command works end to end (every message arrives
 // once, the acks reach the broker). No figure is checked for speed.
-
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // freeUDPAndTCPPort finds a loopback port free for TCP and UDP (QUIC).
 func freeUDPAndTCPPort(t *testing.T) int {
@@ -78,7 +60,7 @@ func startServe(t *testing.T, reconnectGraceMs int) (addr string, pid int) {
 	addr = "127.0.0.1:" + strconv.Itoa(freeUDPAndTCPPort(t))
 	serve := exec.Command(bin, "serve", "--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--reconnect-grace-ms", strconv.Itoa(reconnectGraceMs),
 		"--admin-listen=") // the default port is fixed; tests may run beside another broker
-	log := &lockedBuffer{}
+	log := &syncbuf.Buffer{}
 	serve.Stdout, serve.Stderr = log, log
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
